@@ -1,0 +1,133 @@
+// Package testdb gives tests real, isolated databases: a fresh SQLite file
+// per test, and a fresh PostgreSQL schema per test when a server is
+// configured.
+//
+// Set GORMLOCK_POSTGRES_DSN (for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the
+// PostgreSQL half of the tests. Without it they are skipped with a message
+// naming the variable, unless CI=true, where a missing or unreachable server
+// fails the test instead.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/migrations"
+	"github.com/gormlock/gormlock/opendb"
+)
+
+// PostgresEnv is the environment variable holding the PostgreSQL DSN.
+const PostgresEnv = "GORMLOCK_POSTGRES_DSN"
+
+// Dialects lists the databases Each runs on, in order.
+var Dialects = []string{"sqlite", "postgres"}
+
+// Each runs fn as a subtest on every database, each with a freshly migrated
+// database of its own.
+func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
+	t.Helper()
+	for _, d := range Dialects {
+		t.Run(d, func(t *testing.T) {
+			fn(t, Open(t, d))
+		})
+	}
+}
+
+// Open returns a fresh, migrated database of the given dialect that is
+// dropped when the test ends.
+func Open(t testing.TB, dialect string) *gorm.DB {
+	t.Helper()
+	var db *gorm.DB
+	switch dialect {
+	case "sqlite":
+		db = SQLite(t)
+	case "postgres":
+		db = Postgres(t)
+	default:
+		t.Fatalf("testdb: unknown dialect %q", dialect)
+	}
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatalf("testdb: migrate %s: %v", dialect, err)
+	}
+	return db
+}
+
+// SQLite returns an empty SQLite database in a new file under t.TempDir(),
+// opened with opendb.SQLite.
+func SQLite(t testing.TB) *gorm.DB {
+	t.Helper()
+	db, err := opendb.SQLite(filepath.Join(t.TempDir(), "test.db"))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(func() { _ = opendb.Close(db) })
+	return db
+}
+
+// PostgresDSN returns the configured DSN, skipping the test when none is set
+// (failing it under CI=true).
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(PostgresEnv)
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("testdb: CI=true but %s is not set; CI must test PostgreSQL", PostgresEnv)
+		}
+		t.Skipf("PostgreSQL tests skipped: set %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run them", PostgresEnv)
+	}
+	return dsn
+}
+
+// Postgres returns a connection to a new, empty schema of the configured
+// PostgreSQL database; the schema is dropped when the test ends.
+func Postgres(t testing.TB) *gorm.DB {
+	t.Helper()
+	dsn := PostgresDSN(t)
+	admin, err := opendb.Postgres(dsn)
+	if err != nil {
+		t.Fatalf("testdb: cannot reach PostgreSQL at %s=%q: %v", PostgresEnv, dsn, err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "gl_test_" + hex.EncodeToString(b)
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("testdb: create schema: %v", err)
+	}
+	db, err := opendb.Postgres(withSearchPath(dsn, schema))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	sqlDB, _ := db.DB()
+	sqlDB.SetMaxOpenConns(40)
+	t.Cleanup(func() {
+		_ = opendb.Close(db)
+		if err := admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error; err != nil {
+			t.Errorf("testdb: drop schema %s: %v", schema, err)
+		}
+		_ = opendb.Close(admin)
+	})
+	return db
+}
+
+// withSearchPath adds search_path=schema to a URL or key=value DSN.
+func withSearchPath(dsn, schema string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err == nil {
+			q := u.Query()
+			q.Set("search_path", schema)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return dsn + " search_path=" + schema
+}

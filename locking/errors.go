@@ -1,0 +1,126 @@
+package locking
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is; the concrete error returned is
+// usually one of the typed errors below, which carries the details.
+var (
+	// ErrStaleData means a guarded write found the record at another version
+	// than the one the caller read: someone else changed it first.
+	ErrStaleData = errors.New("gormlock: stale data")
+
+	// ErrNotFound means the record does not exist (or no longer exists).
+	ErrNotFound = errors.New("gormlock: record not found")
+
+	// ErrAlreadyExists means a create collided with an existing record's key.
+	ErrAlreadyExists = errors.New("gormlock: record already exists")
+
+	// ErrInvalidArgument means the call was refused before any I/O because an
+	// argument was unusable (nil entity, zero version, zero id, bad option).
+	ErrInvalidArgument = errors.New("gormlock: invalid argument")
+
+	// ErrLocked means the record, or the database's write lock, is held by
+	// someone else and the operation chose not to wait.
+	ErrLocked = errors.New("gormlock: locked")
+
+	// ErrLockTimeout means waiting for a lock took longer than allowed.
+	ErrLockTimeout = errors.New("gormlock: lock timeout")
+
+	// ErrDeadlock means the database aborted the transaction to break a
+	// deadlock; the whole transaction may be retried.
+	ErrDeadlock = errors.New("gormlock: deadlock detected")
+
+	// ErrSerialization means the database could not serialize the transaction
+	// (SQLSTATE 40001); the whole transaction may be retried.
+	ErrSerialization = errors.New("gormlock: serialization failure")
+
+	// ErrNotSupported means the database in use cannot honour the request;
+	// gormlock never silently degrades such a request.
+	ErrNotSupported = errors.New("gormlock: not supported by this database")
+
+	// ErrRetriesExhausted means a retrying helper ran out of attempts; the
+	// error also matches the last attempt's error.
+	ErrRetriesExhausted = errors.New("gormlock: retries exhausted")
+
+	// ErrCommitUnknown means a COMMIT failed in a way that does not tell
+	// whether the database applied it (the connection broke). Such a
+	// transaction is never retried automatically.
+	ErrCommitUnknown = errors.New("gormlock: commit outcome unknown")
+)
+
+// StaleDataError reports a guarded write that matched no row because the
+// record is at another version. errors.Is(err, ErrStaleData) is true for it.
+type StaleDataError struct {
+	Table    string // table of the record
+	ID       any    // primary key of the record
+	Expected int64  // version the caller held
+	Actual   int64  // version found in the database when the write failed
+	Op       string // "update" or "delete"
+}
+
+// Error implements error.
+func (e *StaleDataError) Error() string {
+	op := e.Op
+	if op == "" {
+		op = "write"
+	}
+	return fmt.Sprintf("gormlock: stale data: %s %s id=%v expected version %d, found %d",
+		op, e.Table, e.ID, e.Expected, e.Actual)
+}
+
+// Unwrap returns ErrStaleData.
+func (e *StaleDataError) Unwrap() error { return ErrStaleData }
+
+// NotFoundError reports a record that does not exist. errors.Is(err,
+// ErrNotFound) is true for it.
+type NotFoundError struct {
+	Table string
+	ID    any
+}
+
+// Error implements error.
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("gormlock: record not found: %s id=%v", e.Table, e.ID)
+}
+
+// Unwrap returns ErrNotFound.
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
+// RetryExhaustedError is returned by the retrying helpers when every attempt
+// failed with a retryable error. errors.Is(err, ErrRetriesExhausted) is true,
+// and so is errors.Is(err, X) for whatever X the last attempt's error matches
+// (typically ErrStaleData).
+type RetryExhaustedError struct {
+	Attempts int   // how many attempts ran
+	Last     error // the last attempt's error
+}
+
+// Error implements error.
+func (e *RetryExhaustedError) Error() string {
+	return fmt.Sprintf("gormlock: gave up after %d attempts: %v", e.Attempts, e.Last)
+}
+
+// Unwrap returns ErrRetriesExhausted and the last attempt's error.
+func (e *RetryExhaustedError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Last} }
+
+// DatabaseError is a driver error that gormlock recognised. Kind is one of the
+// sentinels (ErrAlreadyExists, ErrLocked, ErrDeadlock, ...), Code the
+// database's own code (a SQLSTATE such as "23505", or a SQLite extended result
+// code such as "SQLITE_CONSTRAINT_PRIMARYKEY"), and Err the driver's error.
+// errors.Is matches Kind; errors.As reaches the driver error.
+type DatabaseError struct {
+	Kind error
+	Code string
+	Err  error
+}
+
+// Error implements error.
+func (e *DatabaseError) Error() string {
+	return fmt.Sprintf("%v (%s): %v", e.Kind, e.Code, e.Err)
+}
+
+// Unwrap returns Kind and the driver error.
+func (e *DatabaseError) Unwrap() []error { return []error{e.Kind, e.Err} }

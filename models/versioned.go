@@ -1,0 +1,26 @@
+package models
+
+import "time"
+
+// Versioned is the optimistic-locking bookkeeping an entity embeds: a version
+// that every guarded write checks and advances, and creation/update times.
+//
+// A record's first version is 1. Version 0 means "never loaded": the
+// repository refuses to write an entity at version 0 rather than turn the
+// guard off.
+type Versioned struct {
+	// Version is the record's version; the repository sets and advances it.
+	Version int64 `gorm:"column:version;not null" json:"version"`
+	// CreatedAt is set when the record is created.
+	CreatedAt time.Time `gorm:"column:created_at;not null" json:"created_at"`
+	// UpdatedAt is set on every successful write.
+	UpdatedAt time.Time `gorm:"column:updated_at;not null" json:"updated_at"`
+}
+
+// Model is Versioned with an auto-increment int64 primary key, for entities
+// that need no key of their own.
+type Model struct {
+	// ID is the primary key, assigned by the database on Create.
+	ID int64 `gorm:"column:id;primaryKey;autoIncrement" json:"id"`
+	Versioned
+}

@@ -1,0 +1,111 @@
+// Package opendb opens the databases gormlock supports with the settings its
+// guarantees rely on.
+//
+// SQLite is the embedded default for local development. Opened with SQLite,
+// it runs in WAL mode (readers never block the writer), waits up to
+// SQLiteBusyTimeout for the write lock instead of failing with "database is
+// locked", and begins every transaction with BEGIN IMMEDIATE, so a
+// transaction takes the write lock up front and never fails half-way when it
+// upgrades from reading to writing. The price: transactions, even read-only
+// ones, run one at a time.
+//
+// PostgreSQL is the production database; Postgres opens it through pgx.
+package opendb
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// SQLiteBusyTimeout is how long a SQLite connection waits for another
+// connection's write lock before giving up with SQLITE_BUSY.
+const SQLiteBusyTimeout = 10 * time.Second
+
+// SQLiteDSN returns the go-sqlite3 data source name SQLite uses for the
+// database file at path: WAL journal, busy timeout, immediate transactions,
+// foreign keys on, synchronous=NORMAL (durable across application crashes,
+// the usual setting with WAL).
+func SQLiteDSN(path string) (string, error) {
+	switch {
+	case path == "":
+		return "", locking.Invalid("opendb: SQLite path is empty")
+	case path == ":memory:" || strings.Contains(path, "mode=memory"):
+		return "", locking.Invalid("opendb: in-memory SQLite gives every pooled connection its own empty database; use a file (for tests, one in t.TempDir())")
+	case strings.ContainsAny(path, "?#"):
+		return "", locking.Invalid("opendb: SQLite path %q contains '?' or '#'; pass a plain file path", path)
+	}
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", fmt.Sprint(SQLiteBusyTimeout.Milliseconds()))
+	q.Set("_txlock", "immediate")
+	q.Set("_foreign_keys", "on")
+	q.Set("_synchronous", "NORMAL")
+	return "file:" + path + "?" + q.Encode(), nil
+}
+
+// SQLite opens (creating if needed) the SQLite database file at path with the
+// settings SQLiteDSN describes. opts are passed to gorm.Open; without any,
+// GORM's logger is silenced.
+func SQLite(path string, opts ...gorm.Option) (*gorm.DB, error) {
+	dsn, err := SQLiteDSN(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := gorm.Open(sqlite.Open(dsn), withDefaults(opts)...)
+	if err != nil {
+		return nil, fmt.Errorf("opendb: open SQLite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Postgres opens a PostgreSQL database from a pgx connection string (a URL,
+// postgres://user@host:5432/db, or key=value pairs). opts are passed to
+// gorm.Open; without any, GORM's logger is silenced. It connects once to
+// check the server is reachable.
+func Postgres(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, locking.Invalid("opendb: Postgres DSN is empty")
+	}
+	db, err := gorm.Open(postgres.Open(dsn), withDefaults(opts)...)
+	if err != nil {
+		return nil, fmt.Errorf("opendb: open Postgres: %w", err)
+	}
+	return db, nil
+}
+
+// Open chooses the database from dsn: a postgres:// or postgresql:// URL, or
+// key=value pairs with host=, open PostgreSQL; "sqlite:PATH" or a plain file
+// path opens SQLite.
+func Open(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), strings.Contains(dsn, "host="):
+		return Postgres(dsn, opts...)
+	default:
+		return SQLite(strings.TrimPrefix(dsn, "sqlite:"), opts...)
+	}
+}
+
+// Close closes db's connection pool.
+func Close(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+func withDefaults(opts []gorm.Option) []gorm.Option {
+	if len(opts) > 0 {
+		return opts
+	}
+	return []gorm.Option{&gorm.Config{Logger: logger.Discard}}
+}

@@ -1,0 +1,238 @@
+package repository
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// VersionTag marks the version field when it is not named Version:
+//
+//	Rev int64 `gormlock:"version"`
+const VersionTag = "version"
+
+// meta is everything about T that the hot path needs, computed once by New.
+type meta struct {
+	schema    *schema.Schema
+	table     string
+	pk        *schema.Field
+	version   *schema.Field
+	createdAt *schema.Field // nil when the model has none
+	updatedAt *schema.Field // nil when the model has none
+	setCols   []*schema.Field
+
+	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
+	deleteSQL  string // WHERE pk AND version
+	versionSQL string // SELECT version WHERE pk
+}
+
+var supportedDialects = map[string]bool{"sqlite": true, "postgres": true}
+
+// buildMeta parses T with GORM's schema parser and prepares the SQL of the
+// guarded statements, quoted and with the dialect's placeholders.
+func buildMeta[T any](db *gorm.DB) (*meta, error) {
+	var zero T
+	typ := reflect.TypeOf(zero)
+	if typ == nil || typ.Kind() != reflect.Struct {
+		return nil, locking.Invalid("repository: type %v is not a struct", typ)
+	}
+	name := db.Dialector.Name()
+	if !supportedDialects[name] {
+		return nil, fmt.Errorf("%w: repository: dialect %q (gormlock supports sqlite and postgres)", locking.ErrNotSupported, name)
+	}
+	parse := &gorm.Statement{DB: db}
+	if err := parse.Parse(&zero); err != nil {
+		return nil, fmt.Errorf("repository: parse %v: %w", typ, err)
+	}
+	s := parse.Schema
+	m := &meta{schema: s, table: s.Table}
+
+	switch len(s.PrimaryFields) {
+	case 0:
+		return nil, locking.Invalid("repository: %v has no primary key", typ)
+	case 1:
+		m.pk = s.PrimaryFields[0]
+	default:
+		return nil, fmt.Errorf("%w: repository: %v has a composite primary key", locking.ErrNotSupported, typ)
+	}
+
+	for _, f := range s.Fields {
+		if f.DBName == "" {
+			continue
+		}
+		if f.FieldType == reflect.TypeOf(gorm.DeletedAt{}) {
+			return nil, fmt.Errorf("%w: repository: %v uses soft delete (gorm.DeletedAt, field %s)", locking.ErrNotSupported, typ, f.Name)
+		}
+		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
+			if m.version != nil && m.version.Tag.Get("gormlock") == VersionTag {
+				return nil, locking.Invalid("repository: %v has two fields tagged gormlock:\"version\"", typ)
+			}
+			m.version = f
+		} else if f.Name == "Version" && (m.version == nil || m.version.Tag.Get("gormlock") != VersionTag) {
+			m.version = f
+		}
+	}
+	if m.version == nil {
+		return nil, locking.Invalid("repository: %v has no version field: embed models.Versioned or tag an int64 field `gormlock:\"version\"`", typ)
+	}
+	switch m.version.FieldType.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+	default:
+		return nil, locking.Invalid("repository: %v.%s must be int64 (or int, int32), not %v", typ, m.version.Name, m.version.FieldType)
+	}
+	if m.version == m.pk {
+		return nil, locking.Invalid("repository: %v: the version field cannot be the primary key", typ)
+	}
+	if !m.version.Updatable || !m.version.Readable || !m.version.Creatable {
+		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, m.version.Name)
+	}
+
+	for _, f := range s.Fields {
+		if f.DBName == "" || f == m.pk || f == m.version {
+			continue
+		}
+		switch {
+		case f.AutoCreateTime != 0 && m.createdAt == nil:
+			m.createdAt = f
+			continue
+		case f.AutoUpdateTime != 0 && m.updatedAt == nil:
+			if !isTimeField(f) {
+				return nil, fmt.Errorf("%w: repository: %v.%s: only time.Time update timestamps are supported", locking.ErrNotSupported, typ, f.Name)
+			}
+			m.updatedAt = f
+			continue
+		}
+		if f.Updatable {
+			m.setCols = append(m.setCols, f)
+		}
+	}
+
+	var b strings.Builder
+	stmt := &gorm.Statement{DB: db}
+	q := func(name string) { db.Dialector.QuoteTo(&b, name) }
+	bind := func() {
+		stmt.Vars = append(stmt.Vars, nil)
+		db.Dialector.BindVarTo(&b, stmt, nil)
+	}
+
+	b.WriteString("UPDATE ")
+	q(m.table)
+	b.WriteString(" SET ")
+	for _, f := range m.setCols {
+		q(f.DBName)
+		b.WriteString(" = ")
+		bind()
+		b.WriteString(", ")
+	}
+	q(m.version.DBName)
+	b.WriteString(" = ")
+	bind()
+	if m.updatedAt != nil {
+		b.WriteString(", ")
+		q(m.updatedAt.DBName)
+		b.WriteString(" = ")
+		bind()
+	}
+	b.WriteString(" WHERE ")
+	q(m.pk.DBName)
+	b.WriteString(" = ")
+	bind()
+	b.WriteString(" AND ")
+	q(m.version.DBName)
+	b.WriteString(" = ")
+	bind()
+	m.updateSQL = b.String()
+
+	b.Reset()
+	stmt.Vars = nil
+	b.WriteString("DELETE FROM ")
+	q(m.table)
+	b.WriteString(" WHERE ")
+	q(m.pk.DBName)
+	b.WriteString(" = ")
+	bind()
+	b.WriteString(" AND ")
+	q(m.version.DBName)
+	b.WriteString(" = ")
+	bind()
+	m.deleteSQL = b.String()
+
+	b.Reset()
+	stmt.Vars = nil
+	b.WriteString("SELECT ")
+	q(m.version.DBName)
+	b.WriteString(" FROM ")
+	q(m.table)
+	b.WriteString(" WHERE ")
+	q(m.pk.DBName)
+	b.WriteString(" = ")
+	bind()
+	m.versionSQL = b.String()
+	return m, nil
+}
+
+func isTimeField(f *schema.Field) bool {
+	t := f.FieldType
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == reflect.TypeOf(time.Time{})
+}
+
+// normalizeID checks that id can be the primary key of the model and converts
+// numeric ids to the key's type, so a mistyped id is refused before any I/O.
+func (m *meta) normalizeID(id any) (any, error) {
+	if id == nil {
+		return nil, locking.Invalid("%s: id is nil", m.table)
+	}
+	want := m.pk.FieldType
+	v := reflect.ValueOf(id)
+	got := v.Type()
+	switch {
+	case got == want:
+	case isInt(got.Kind()) && isInt(want.Kind()):
+		if isUint(want.Kind()) && !isUint(got.Kind()) && v.Int() < 0 {
+			return nil, locking.Invalid("%s: id %v is negative", m.table, id)
+		}
+		v = v.Convert(want)
+	case got.Kind() == reflect.String && want.Kind() == reflect.String:
+		v = v.Convert(want)
+	case got.AssignableTo(want):
+	default:
+		return nil, locking.Invalid("%s: id %v has type %v, the primary key %s is %v", m.table, id, got, m.pk.Name, want)
+	}
+	if v.IsZero() {
+		return nil, locking.Invalid("%s: id is the zero value of %v", m.table, want)
+	}
+	return v.Interface(), nil
+}
+
+func isInt(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }
+func isUint(k reflect.Kind) bool {
+	return k >= reflect.Uint && k <= reflect.Uint64
+}
+
+// pkEq is the GORM condition "primary key = id" on the current table.
+func (m *meta) pkEq(id any) clause.Eq {
+	return clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: m.pk.DBName}, Value: id}
+}
+
+// now returns the timestamp written by a write: UTC, with the microsecond
+// precision every supported database stores, so the in-memory entity equals
+// what a later Get returns.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// timeValue converts t to the Go type of a timestamp field.
+func timeValue(f *schema.Field, t time.Time) any {
+	if f.FieldType.Kind() == reflect.Pointer {
+		return &t
+	}
+	return t
+}

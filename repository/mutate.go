@@ -1,0 +1,191 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// MutateOption adjusts one Mutate or Upsert call.
+type MutateOption func(*mutateConfig) error
+
+type mutateConfig struct {
+	retry    locking.RetryPolicy
+	attempts *int
+}
+
+// Retry sets the retry policy of this call, overriding the repository's. An
+// invalid policy gives an error matching locking.ErrInvalidArgument.
+func Retry(p locking.RetryPolicy) MutateOption {
+	return func(c *mutateConfig) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		c.retry = p
+		return nil
+	}
+}
+
+// Attempts stores in *n how many attempts the call ran, for metrics and
+// tests.
+func Attempts(n *int) MutateOption {
+	return func(c *mutateConfig) error {
+		if n == nil {
+			return locking.Invalid("Attempts: nil pointer")
+		}
+		c.attempts = n
+		return nil
+	}
+}
+
+func (r *Repository[T]) mutateConfig(opts []MutateOption) (mutateConfig, error) {
+	c := mutateConfig{retry: r.retry}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// abortError marks an error returned by the caller's function, so that it is
+// never mistaken for a conflict and retried.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+func (e *abortError) Unwrap() error { return e.err }
+
+// Mutate is the optimistic read-modify-write of record id: it reads the
+// record, calls fn to change it in memory, and writes it with Update. When the
+// write finds the record changed meanwhile (locking.ErrStaleData), the whole
+// cycle runs again from a fresh read, after a jittered backoff, up to the
+// retry policy's attempts (locking.DefaultMaxAttempts unless changed).
+//
+// fn may be called several times and must change only the entity it is given.
+// When fn returns an error, Mutate returns it (unwrapped) without writing. A
+// missing record gives an error matching locking.ErrNotFound. When the attempts
+// run out, the error is a *locking.RetryExhaustedError that still matches
+// locking.ErrStaleData and says how many attempts ran. ctx governs reads,
+// writes and waits: cancelling it stops Mutate at once. On success Mutate
+// returns the entity as written, at its new version.
+func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
+	if fn == nil {
+		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)
+	}
+	return r.Upsert(ctx, id, nil, fn, opts...)
+}
+
+// Upsert is the seed's "addOrUpdate": it loads record id, or when it does not
+// exist builds it with create (whose key is then set to id), applies mutate,
+// and writes it — Update for a loaded record, Create for a new one. When the
+// write loses a race — the record changed (locking.ErrStaleData), or another
+// caller created the same id first (locking.ErrAlreadyExists), or it was
+// deleted meanwhile — the whole cycle runs again from a fresh read, under the
+// same retry policy as Mutate.
+//
+// A nil create means "do not create": a missing record then gives an error
+// matching locking.ErrNotFound. create returning nil is an error matching
+// locking.ErrInvalidArgument. An error from mutate is returned unwrapped
+// without writing. Inside RunInTx a losing Create is rolled back to a
+// savepoint, so the surrounding transaction stays usable.
+func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, opts ...MutateOption) (*T, error) {
+	if mutate == nil {
+		return nil, locking.Invalid("%s: Upsert: mutate is nil", r.m.table)
+	}
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.mutateConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	var out *T
+	attempts := 0
+	err = locking.OnError(ctx, cfg.retry, isConflict, func(ctx context.Context) error {
+		attempts++
+		e, err := r.Get(ctx, id)
+		created := false
+		switch {
+		case err == nil:
+		case errors.Is(err, locking.ErrNotFound) && create != nil:
+			e = create()
+			if e == nil {
+				return locking.Invalid("%s: Upsert id=%v: create returned nil", r.m.table, id)
+			}
+			if err := r.m.pk.Set(ctx, mustValue(e), id); err != nil {
+				return fmt.Errorf("%s: Upsert id=%v: set key: %w", r.m.table, id, err)
+			}
+			created = true
+		default:
+			return err
+		}
+		if err := mutate(e); err != nil {
+			return &abortError{err}
+		}
+		if created {
+			err = r.createInSavepoint(ctx, e)
+			if errors.Is(err, locking.ErrAlreadyExists) {
+				return &conflictError{err}
+			}
+		} else {
+			err = r.Update(ctx, e)
+			if errors.Is(err, locking.ErrNotFound) && create != nil {
+				return &conflictError{err} // deleted meanwhile: start over and create
+			}
+		}
+		if err != nil {
+			return err
+		}
+		out = e
+		return nil
+	})
+	if cfg.attempts != nil {
+		*cfg.attempts = attempts
+	}
+	var ae *abortError
+	if errors.As(err, &ae) {
+		return nil, ae.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// conflictError marks a lost race other than stale data (a concurrent create
+// or delete) as worth another attempt; it unwraps to the original error.
+type conflictError struct{ err error }
+
+func (e *conflictError) Error() string { return e.err.Error() }
+func (e *conflictError) Unwrap() error { return e.err }
+
+func isConflict(err error) bool {
+	var ce *conflictError
+	return errors.Is(err, locking.ErrStaleData) || errors.As(err, &ce)
+}
+
+// createInSavepoint creates e; inside a transaction it does so in a savepoint
+// so a duplicate key does not abort the caller's transaction (PostgreSQL).
+func (r *Repository[T]) createInSavepoint(ctx context.Context, e *T) error {
+	db, inTx := r.conn(ctx)
+	if !inTx {
+		return r.Create(ctx, e)
+	}
+	const sp = "gormlock_upsert"
+	if err := db.WithContext(ctx).SavePoint(sp).Error; err != nil {
+		return fmt.Errorf("%s: Upsert: savepoint: %w", r.m.table, locking.Classify(err))
+	}
+	err := r.Create(ctx, e)
+	if err != nil {
+		if rbErr := db.WithContext(ctx).RollbackTo(sp).Error; rbErr != nil {
+			return errors.Join(err, fmt.Errorf("%s: Upsert: rollback to savepoint: %w", r.m.table, rbErr))
+		}
+	}
+	return err
+}

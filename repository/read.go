@@ -1,0 +1,125 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Get returns the record whose primary key is id. id must have the key's type
+// (any integer type for an integer key); a mistyped, nil or zero id gives an
+// error matching locking.ErrInvalidArgument. A missing record gives a
+// *locking.NotFoundError (errors.Is(err, locking.ErrNotFound)).
+func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	db, _ := r.conn(ctx)
+	var e T
+	if err := db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error; err != nil {
+		return nil, fmt.Errorf("%s: Get id=%v: %w", r.m.table, id, r.translate(err, id))
+	}
+	return &e, nil
+}
+
+// FindOption narrows or orders Find.
+type FindOption func(*findQuery) error
+
+type findQuery struct {
+	where  []clause.Expr
+	order  []clause.OrderByColumn
+	limit  int
+	offset int
+}
+
+// Where adds a condition in GORM's syntax, with ? placeholders for args:
+// Where("owner = ? AND balance > ?", "ann", 10). Conditions are ANDed. The
+// query text is SQL: build it from constants, pass values as args.
+func Where(query string, args ...any) FindOption {
+	return func(q *findQuery) error {
+		if strings.TrimSpace(query) == "" {
+			return locking.Invalid("Find: Where with an empty condition")
+		}
+		q.where = append(q.where, clause.Expr{SQL: query, Vars: args})
+		return nil
+	}
+}
+
+// OrderBy sorts by a column of the model, given by column or field name,
+// descending when desc is true. Several OrderBy apply in turn. Find always
+// ends the order with the primary key, so pages are stable.
+func OrderBy(column string, desc bool) FindOption {
+	return func(q *findQuery) error {
+		q.order = append(q.order, clause.OrderByColumn{Column: clause.Column{Name: column}, Desc: desc})
+		return nil
+	}
+}
+
+// Limit returns at most n records; n must be positive.
+func Limit(n int) FindOption {
+	return func(q *findQuery) error {
+		if n <= 0 {
+			return locking.Invalid("Find: Limit must be positive, got %d", n)
+		}
+		q.limit = n
+		return nil
+	}
+}
+
+// Offset skips the first n records of the order; n must not be negative.
+func Offset(n int) FindOption {
+	return func(q *findQuery) error {
+		if n < 0 {
+			return locking.Invalid("Find: Offset must not be negative, got %d", n)
+		}
+		q.offset = n
+		return nil
+	}
+}
+
+// Find returns the records matching every Where, in the order of the OrderBy
+// options followed by the primary key, paged by Limit and Offset. No record
+// gives an empty slice and no error. An unknown OrderBy column or a bad Limit
+// or Offset gives an error matching locking.ErrInvalidArgument before any I/O.
+func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, error) {
+	var q findQuery
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&q); err != nil {
+			return nil, err
+		}
+	}
+	order := make([]clause.OrderByColumn, 0, len(q.order)+1)
+	for _, o := range q.order {
+		f := r.m.schema.LookUpField(o.Column.Name)
+		if f == nil || f.DBName == "" {
+			return nil, locking.Invalid("%s: Find: OrderBy: no column %q", r.m.table, o.Column.Name)
+		}
+		order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}, Desc: o.Desc})
+	}
+	order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}})
+
+	db, _ := r.conn(ctx)
+	tx := db.WithContext(ctx).Clauses(clause.OrderBy{Columns: order})
+	for _, w := range q.where {
+		tx = tx.Where(w)
+	}
+	if q.limit > 0 {
+		tx = tx.Limit(q.limit)
+	}
+	if q.offset > 0 {
+		tx = tx.Offset(q.offset)
+	}
+	out := []T{}
+	if err := tx.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("%s: Find: %w", r.m.table, locking.Classify(err))
+	}
+	return out, nil
+}

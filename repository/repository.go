@@ -1,0 +1,137 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Repository is a typed store for the model T whose writes are all guarded by
+// T's version. Build it once with New and share it: it is safe for concurrent
+// use and holds no per-call state.
+type Repository[T any] struct {
+	db    *gorm.DB // session without GORM's default write transaction
+	sqlDB *sql.DB  // identity of the database, to match transactions in ctx
+	m     *meta
+	retry locking.RetryPolicy
+}
+
+// Option configures a Repository in New.
+type Option func(*options) error
+
+type options struct {
+	retry locking.RetryPolicy
+}
+
+// WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
+// none. The default is locking.DefaultRetryPolicy(). An invalid policy makes
+// New fail with an error matching locking.ErrInvalidArgument.
+func WithRetryPolicy(p locking.RetryPolicy) Option {
+	return func(o *options) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		o.retry = p
+		return nil
+	}
+}
+
+// New returns the repository of model T on db. It inspects T once: T must be
+// a struct with a single-column primary key and a version field (a field
+// named Version, as in models.Versioned, or an integer field tagged
+// `gormlock:"version"`), and db must be SQLite or PostgreSQL. Otherwise New
+// returns an error matching locking.ErrInvalidArgument or
+// locking.ErrNotSupported that names the problem. New does no I/O; call
+// VerifySchema to check the table.
+func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
+	if db == nil {
+		return nil, locking.Invalid("repository: db is nil")
+	}
+	o := options{retry: locking.DefaultRetryPolicy()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	m, err := buildMeta[T](db)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("repository: %w", err)
+	}
+	return &Repository[T]{
+		db:    db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
+		sqlDB: sqlDB,
+		m:     m,
+		retry: o.retry,
+	}, nil
+}
+
+// Table returns the name of T's table.
+func (r *Repository[T]) Table() string { return r.m.table }
+
+// DB returns the *gorm.DB to use for ctx: the transaction RunInTx put in ctx,
+// or the repository's database, bound to ctx either way. It is meant for
+// unguarded reads the repository does not offer; writes through it bypass the
+// version guard.
+func (r *Repository[T]) DB(ctx context.Context) *gorm.DB {
+	db, _ := r.conn(ctx)
+	return db.WithContext(ctx)
+}
+
+// conn returns the database or the transaction for ctx, and whether it is a
+// transaction.
+func (r *Repository[T]) conn(ctx context.Context) (*gorm.DB, bool) {
+	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == r.sqlDB {
+		return st.tx, true
+	}
+	return r.db, false
+}
+
+// entityValue returns the addressable struct e points to.
+func (r *Repository[T]) entityValue(e *T) (reflect.Value, error) {
+	if e == nil {
+		return reflect.Value{}, locking.Invalid("%s: entity is nil", r.m.table)
+	}
+	return reflect.ValueOf(e).Elem(), nil
+}
+
+// versionOf returns the version stored in the entity.
+func (r *Repository[T]) versionOf(ctx context.Context, rv reflect.Value) int64 {
+	return r.m.version.ReflectValueOf(ctx, rv).Int()
+}
+
+// setVersion stores n in the entity's version field.
+func (r *Repository[T]) setVersion(ctx context.Context, rv reflect.Value, n int64) {
+	r.m.version.ReflectValueOf(ctx, rv).SetInt(n)
+}
+
+// idOf returns the entity's primary key and whether it is the zero value.
+func (r *Repository[T]) idOf(ctx context.Context, rv reflect.Value) (any, bool) {
+	return r.m.pk.ValueOf(ctx, rv)
+}
+
+// translate turns GORM's and the driver's errors into gormlock's vocabulary.
+func (r *Repository[T]) translate(err error, id any) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return &locking.NotFoundError{Table: r.m.table, ID: id}
+	}
+	return locking.Classify(err)
+}
+
+// mustValue returns the struct e points to; e is never nil here.
+func mustValue[T any](e *T) reflect.Value { return reflect.ValueOf(e).Elem() }
