@@ -1,5 +1,11 @@
 package models
 
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+)
+
 // Account is an example entity with an integer key: a balance that concurrent
 // transfers and increments fight over. Its table is created by the migrations.
 type Account struct {
@@ -19,9 +25,47 @@ func (Account) TableName() string { return "accounts" }
 type Document struct {
 	ID    string            `gorm:"column:id;primaryKey" json:"id"`
 	Title string            `gorm:"column:title;not null" json:"title"`
-	Attrs map[string]string `gorm:"column:attrs;serializer:json;not null" json:"attrs"`
+	Attrs Attributes `gorm:"column:attrs;not null" json:"attrs"`
 	Versioned
 }
 
 // TableName pins the table name.
 func (Document) TableName() string { return "documents" }
+
+// Attributes is a document's free-form string fields, stored as a JSON object
+// (TEXT on SQLite, JSONB on PostgreSQL). A nil map is stored as {}.
+type Attributes map[string]string
+
+// Value implements driver.Valuer.
+func (a Attributes) Value() (driver.Value, error) {
+	if a == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(map[string]string(a))
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// Scan implements sql.Scanner.
+func (a *Attributes) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case nil:
+		*a = nil
+		return nil
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		return fmt.Errorf("models: cannot scan %T into Attributes", src)
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("models: attrs: %w", err)
+	}
+	*a = m
+	return nil
+}

@@ -1,0 +1,40 @@
+package repository_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+)
+
+func repos(t *testing.T, db *gorm.DB) (*repository.Repository[models.Account], *repository.Repository[models.Document]) {
+	t.Helper()
+	accounts, err := repository.New[models.Account](db)
+	require.NoError(t, err)
+	docs, err := repository.New[models.Document](db)
+	require.NoError(t, err)
+	return accounts, docs
+}
+
+func newAccount(t *testing.T, accounts *repository.Repository[models.Account], owner string, balance int64) *models.Account {
+	t.Helper()
+	a := &models.Account{Owner: owner, Balance: balance}
+	require.NoError(t, accounts.Create(context.Background(), a))
+	return a
+}
+
+// rawAccount reads the row with plain SQL, bypassing the repository.
+func rawAccount(t *testing.T, db *gorm.DB, id int64) (balance, version int64, found bool) {
+	t.Helper()
+	var row struct {
+		Balance int64
+		Version int64
+	}
+	res := db.Raw("SELECT balance, version FROM accounts WHERE id = ?", id).Scan(&row)
+	require.NoError(t, res.Error)
+	return row.Balance, row.Version, res.RowsAffected == 1
+}

@@ -1,0 +1,268 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+)
+
+func fastRetry(attempts int) locking.RetryPolicy {
+	return locking.RetryPolicy{MaxAttempts: attempts, BaseDelay: 0, MaxDelay: 0}
+}
+
+func TestMutate(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+
+		var n int
+		got, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error {
+			a.Balance += 5
+			return nil
+		}, repository.Attempts(&n))
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.EqualValues(t, 15, got.Balance)
+		require.EqualValues(t, 2, got.Version)
+		balance, version, _ := rawAccount(t, db, a.ID)
+		require.EqualValues(t, 15, balance)
+		require.EqualValues(t, 2, version)
+	})
+}
+
+func TestMutateRetriesFromAFreshRead(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+
+		calls := 0
+		var n int
+		got, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error {
+			calls++
+			if calls <= 2 { // a foreign writer gets in between our read and write, twice
+				require.NoError(t, db.Exec("UPDATE accounts SET balance = balance + 100, version = version + 1 WHERE id = ?", a.ID).Error)
+			}
+			a.Balance++
+			return nil
+		}, repository.Attempts(&n), repository.Retry(fastRetry(5)))
+		require.NoError(t, err)
+		require.Equal(t, 3, calls)
+		require.Equal(t, 3, n)
+		require.EqualValues(t, 211, got.Balance, "both foreign writes and ours are kept")
+		require.EqualValues(t, 4, got.Version)
+	})
+}
+
+func TestMutateGivesUpAfterMaxAttempts(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+
+		calls := 0
+		_, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error {
+			calls++
+			require.NoError(t, db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID).Error)
+			a.Balance = -1
+			return nil
+		}, repository.Retry(fastRetry(3)))
+		require.Equal(t, 3, calls)
+		require.ErrorIs(t, err, locking.ErrStaleData)
+		require.ErrorIs(t, err, locking.ErrRetriesExhausted)
+		var ex *locking.RetryExhaustedError
+		require.ErrorAs(t, err, &ex)
+		require.Equal(t, 3, ex.Attempts)
+		require.ErrorContains(t, err, "after 3 attempts")
+		balance, version, _ := rawAccount(t, db, a.ID)
+		require.EqualValues(t, 10, balance)
+		require.EqualValues(t, 4, version)
+	})
+}
+
+func TestMutateDefaultAttempts(t *testing.T) {
+	db := testdb.Open(t, "sqlite")
+	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(fastRetry(locking.DefaultMaxAttempts)))
+	require.NoError(t, err)
+	a := newAccount(t, accounts, "ann", 10)
+	calls := 0
+	_, err = accounts.Mutate(context.Background(), a.ID, func(a *models.Account) error {
+		calls++
+		return db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID).Error
+	})
+	require.ErrorIs(t, err, locking.ErrStaleData)
+	require.Equal(t, locking.DefaultMaxAttempts, calls)
+}
+
+func TestMutateAbortsOnFnError(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		errInsufficient := errors.New("insufficient funds")
+
+		calls := 0
+		got, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error {
+			calls++
+			a.Balance -= 50
+			return errInsufficient
+		})
+		require.Nil(t, got)
+		require.Same(t, errInsufficient, err, "fn's error is returned as is")
+		require.Equal(t, 1, calls)
+		balance, version, _ := rawAccount(t, db, a.ID)
+		require.EqualValues(t, 10, balance)
+		require.EqualValues(t, 1, version)
+	})
+}
+
+func TestMutateErrors(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		noop := func(*models.Account) error { return nil }
+
+		_, err := accounts.Mutate(ctx, a.ID+99, noop)
+		require.ErrorIs(t, err, locking.ErrNotFound)
+		_, err = accounts.Mutate(ctx, a.ID, nil)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.Mutate(ctx, "x", noop)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.Mutate(ctx, a.ID, noop, repository.Retry(locking.RetryPolicy{MaxAttempts: 0}))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.Mutate(ctx, a.ID, noop, repository.Attempts(nil))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+	})
+}
+
+func TestMutateStopsOnCancel(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		calls := 0
+		slow := locking.RetryPolicy{MaxAttempts: 10, BaseDelay: time.Hour, MaxDelay: time.Hour}
+		_, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error {
+			calls++
+			require.NoError(t, db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID).Error)
+			time.AfterFunc(10*time.Millisecond, cancel) // cancel while Mutate waits to retry
+			return nil
+		}, repository.Retry(slow))
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, locking.ErrStaleData, "the last conflict is kept")
+		require.Equal(t, 1, calls)
+	})
+}
+
+func TestUpsert(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		_, docs := repos(t, db)
+		create := func() *models.Document {
+			return &models.Document{ID: "ignored", Title: "new", Attrs: models.Attributes{}}
+		}
+		setField := func(k, v string) func(*models.Document) error {
+			return func(d *models.Document) error { d.Attrs[k] = v; return nil }
+		}
+
+		d, err := docs.Upsert(ctx, "u1", create, setField("a", "1"))
+		require.NoError(t, err)
+		require.Equal(t, "u1", d.ID, "the key is the id asked for")
+		require.EqualValues(t, 1, d.Version)
+
+		d, err = docs.Upsert(ctx, "u1", create, setField("b", "2"))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, d.Version)
+		require.Equal(t, models.Attributes{"a": "1", "b": "2"}, d.Attrs)
+
+		_, err = docs.Upsert(ctx, "u2", nil, setField("a", "1"))
+		require.ErrorIs(t, err, locking.ErrNotFound, "no factory, no create")
+		_, err = docs.Upsert(ctx, "u2", func() *models.Document { return nil }, setField("a", "1"))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = docs.Upsert(ctx, "u2", create, nil)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = docs.Get(ctx, "u2")
+		require.ErrorIs(t, err, locking.ErrNotFound, "nothing written by the refused calls")
+	})
+}
+
+// Concurrent creators of the same new id: one creates, the others lose the
+// insert race and update on the next attempt; no increment is lost.
+func TestUpsertConcurrentCreators(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(locking.RetryPolicy{MaxAttempts: 200, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
+		require.NoError(t, err)
+		const workers = 8
+		start := make(chan struct{})
+		var g errgroup.Group
+		var created, retried atomic.Int64
+		for range workers {
+			g.Go(func() error {
+				<-start
+				var n int
+				_, err := accounts.Upsert(context.Background(), int64(777), func() *models.Account {
+					created.Add(1)
+					return &models.Account{Owner: "shared"}
+				}, func(a *models.Account) error {
+					a.Balance++
+					return nil
+				}, repository.Attempts(&n))
+				retried.Add(int64(n - 1))
+				return err
+			})
+		}
+		close(start)
+		require.NoError(t, g.Wait())
+		balance, version, found := rawAccount(t, db, 777)
+		require.True(t, found)
+		require.EqualValues(t, workers, balance)
+		require.EqualValues(t, workers, version)
+		t.Logf("factory called %d times, %d retries", created.Load(), retried.Load())
+	})
+}
+
+// Inside a transaction a losing create is rolled back to a savepoint and the
+// transaction goes on (on PostgreSQL a failed statement would otherwise abort
+// it).
+func TestUpsertInTxSurvivesLosingCreate(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		_, docs := repos(t, db)
+		err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			first := true
+			d, err := docs.Upsert(ctx, "race", func() *models.Document {
+				if first { // a rival creates the record between our read and our insert
+					first = false
+					require.NoError(t, docs.DB(ctx).Exec(`INSERT INTO documents (id, title, attrs, version, created_at, updated_at) VALUES ('race', 'rival', '{}', 1, ?, ?)`, time.Now(), time.Now()).Error)
+				}
+				return &models.Document{Title: "mine"}
+			}, func(d *models.Document) error {
+				d.Attrs = models.Attributes{"seen": d.Title}
+				return nil
+			}, repository.Retry(fastRetry(3)))
+			require.NoError(t, err)
+			require.EqualValues(t, 2, d.Version)
+			return nil
+		})
+		require.NoError(t, err)
+		got, err := docs.Get(ctx, "race")
+		require.NoError(t, err)
+		require.Equal(t, "rival", got.Title)
+		require.Equal(t, models.Attributes{"seen": "rival"}, got.Attrs)
+	})
+}
