@@ -23,8 +23,8 @@ func (Account) TableName() string { return "accounts" }
 // and free-form attributes, the record of the Couchbase seed's two-writer
 // story. Its table is created by the migrations.
 type Document struct {
-	ID    string            `gorm:"column:id;primaryKey" json:"id"`
-	Title string            `gorm:"column:title;not null" json:"title"`
+	ID    string     `gorm:"column:id;primaryKey" json:"id"`
+	Title string     `gorm:"column:title;not null" json:"title"`
 	Attrs Attributes `gorm:"column:attrs;not null" json:"attrs"`
 	Versioned
 }
