@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/opendb"
+)
+
+// want is the whole output of run; %s is the dialect.
+const want = `gormlock quickstart: the two-writer "CAS flow" on %s
+
+Act 1: plain read-modify-write (no version guard)
+  writer 1 reads:   map[a_field:a_value] (version 1)
+  writer 2 reads:   map[a_field:a_value] (version 1)
+  writer 1 sets field1=value1, plain write: ok (1 row updated)
+  writer 2 sets field2=value2, plain write: ok (1 row updated)
+  re-read:          map[a_field:a_value field2:value2] (version 1)
+  => field1 LOST: writer 2 wrote back its copy, read before writer 1's write;
+     the version was ignored and is still 1
+
+Act 2: guarded Update (UPDATE ... WHERE id = ? AND version = ?)
+  writer 1 reads:   map[a_field:a_value] (version 1)
+  writer 2 reads:   map[a_field:a_value] (version 1)
+  writer 1 sets field1=value1, Update: ok, now at version 2
+  writer 2 sets field2=value2, Update: refused
+    errors.Is(err, locking.ErrStaleData) = true
+    *locking.StaleDataError: Expected version 1, Actual version 2
+    writer 2's entity is left as it was: still at version 1
+  re-read:          map[a_field:a_value field1:value1] (version 2)
+  => field1 kept, field2 not written: writer 2 must re-read and retry (act 3)
+
+Act 3: Mutate (retrying read-modify-write), two concurrent writers
+  writer 1 Mutate sets field1=value1: ok
+  writer 2 Mutate sets field2=value2: ok
+  attempts in all: 3 (both first attempts read version 1; the one that lost re-read and retried)
+  re-read:          map[a_field:a_value field1:value1 field2:value2] (version 3)
+  => both field1 and field2 kept; final version 3
+`
+
+// keyLines are the lines that carry the story, checked one by one so that a
+// failure names what went wrong before the whole output is compared.
+var keyLines = []struct{ act, line string }{
+	{"act 1: field1 lost", "  re-read:          map[a_field:a_value field2:value2] (version 1)"},
+	{"act 2: ErrStaleData", "    errors.Is(err, locking.ErrStaleData) = true"},
+	{"act 2: versions", "    *locking.StaleDataError: Expected version 1, Actual version 2"},
+	{"act 2: field1 kept", "  re-read:          map[a_field:a_value field1:value1] (version 2)"},
+	{"act 3: both fields", "  re-read:          map[a_field:a_value field1:value1 field2:value2] (version 3)"},
+	{"act 3: retried once", "  attempts in all: 3 (both first attempts read version 1; the one that lost re-read and retried)"},
+}
+
+// check runs run on dsn and compares its output with want.
+func check(t *testing.T, dsn, dialect string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := run(context.Background(), &buf, dsn); err != nil {
+		t.Fatalf("run: %v\noutput so far:\n%s", err, buf.String())
+	}
+	got := buf.String()
+	lines := map[string]bool{}
+	for _, l := range strings.Split(got, "\n") {
+		lines[l] = true
+	}
+	for _, k := range keyLines {
+		if !lines[k.line] {
+			t.Errorf("%s: missing line\n%s", k.act, k.line)
+		}
+	}
+	if w := fmt.Sprintf(want, dialect); got != w {
+		t.Errorf("output differs\n--- got:\n%s--- want:\n%s", got, w)
+	}
+}
+
+func TestRunSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "quickstart.db")
+	check(t, path, "sqlite")
+	// A second run on the same file (go run ./examples/quickstart -db FILE
+	// twice) finds the table migrated and its own ids free.
+	check(t, "sqlite:"+path, "sqlite")
+
+	db, err := opendb.SQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opendb.Close(db)
+	var n int64
+	if err := db.Model(&models.Document{}).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d documents left behind, want 0", n)
+	}
+}
+
+func TestRunDefaultTempFile(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // os.MkdirTemp("", ...) creates under it on Unix
+	check(t, "", "sqlite")
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in the temporary directory: %s", e.Name())
+	}
+}
+
+func TestRunPostgres(t *testing.T) {
+	dsn := testdb.PostgresDSN(t)
+	admin, err := opendb.Postgres(dsn)
+	if err != nil {
+		t.Fatalf("cannot reach PostgreSQL at %s: %v", testdb.PostgresEnv, err)
+	}
+	defer opendb.Close(admin)
+
+	// run migrates the database it is given; give it a schema of its own
+	// instead of the shared database's public schema.
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "gl_quickstart_" + hex.EncodeToString(b)
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	defer func() {
+		if err := admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error; err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	}()
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("%s must be a postgres:// URL for this test, got %q", testdb.PostgresEnv, dsn)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	check(t, u.String(), "postgres")
+	check(t, u.String(), "postgres") // a rerun does not collide
+
+	var n int64
+	if err := admin.Table(schema + ".documents").Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d documents left behind, want 0", n)
+	}
+}
