@@ -28,9 +28,11 @@ var sqliteKinds = map[sqlite3.ErrNoExtended]struct {
 }{
 	sqlite3.ErrConstraintPrimaryKey: {ErrAlreadyExists, "SQLITE_CONSTRAINT_PRIMARYKEY"},
 	sqlite3.ErrConstraintUnique:     {ErrAlreadyExists, "SQLITE_CONSTRAINT_UNIQUE"},
-	sqlite3.ErrBusySnapshot:         {ErrLocked, "SQLITE_BUSY_SNAPSHOT"},
-	sqlite3.ErrBusyRecovery:         {ErrLocked, "SQLITE_BUSY_RECOVERY"},
-	sqlite3.ErrLockedSharedCache:    {ErrLocked, "SQLITE_LOCKED_SHAREDCACHE"},
+	// A deferred transaction whose read snapshot went stale before it wrote:
+	// only re-running the whole transaction can succeed, as with 40001.
+	sqlite3.ErrBusySnapshot:      {ErrSerialization, "SQLITE_BUSY_SNAPSHOT"},
+	sqlite3.ErrBusyRecovery:      {ErrLocked, "SQLITE_BUSY_RECOVERY"},
+	sqlite3.ErrLockedSharedCache: {ErrLocked, "SQLITE_LOCKED_SHAREDCACHE"},
 }
 
 // Classify returns err wrapped in a *DatabaseError when it carries a database

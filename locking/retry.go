@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -58,11 +59,18 @@ func (p RetryPolicy) Validate() error {
 func (p RetryPolicy) Delay(failedAttempt int) time.Duration {
 	ceiling := p.BaseDelay
 	for i := 1; i < failedAttempt && ceiling < p.MaxDelay; i++ {
+		if ceiling > p.MaxDelay/2 {
+			ceiling = p.MaxDelay // doubling would pass the cap (or overflow)
+			break
+		}
 		ceiling *= 2
 	}
 	ceiling = min(ceiling, p.MaxDelay)
-	if ceiling <= 0 {
+	switch {
+	case ceiling <= 0:
 		return 0
+	case ceiling == math.MaxInt64:
+		return time.Duration(rand.Int64())
 	}
 	return rand.N(ceiling + 1)
 }

@@ -49,7 +49,9 @@ func SQLiteDSN(path string) (string, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
-	return "file:" + path + "?" + q.Encode(), nil
+	// SQLite decodes %XX in URI file names: escape '%' so the file opened is
+	// the one named.
+	return "file:" + strings.ReplaceAll(path, "%", "%25") + "?" + q.Encode(), nil
 }
 
 // SQLite opens (creating if needed) the SQLite database file at path with the
