@@ -9,7 +9,6 @@ import (
 	"io"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
@@ -21,15 +20,6 @@ import (
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
 )
-
-// testCtx returns a context that bounds a test's database work, so a test
-// that would hang on a lock fails instead.
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // sqlitePath returns the file of db's main database.
 func sqlitePath(t *testing.T, db *gorm.DB) string {
@@ -47,18 +37,6 @@ func sqlitePath(t *testing.T, db *gorm.DB) string {
 	}
 	t.Fatalf("no main database file in %+v", rows)
 	return ""
-}
-
-// rawSQLite opens the SQLite file at path a second time with plain
-// database/sql and the given go-sqlite3 parameters, one connection only.
-func rawSQLite(t *testing.T, path, params string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?"+params)
-	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	require.NoError(t, db.Ping())
-	return db
 }
 
 // requireClassified classifies raw and checks the result matches exactly
@@ -115,12 +93,12 @@ func TestClassifySQLiteConstraintViolations(t *testing.T) {
 }
 
 func TestClassifySQLiteBusy(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.SQLite(t)
 	require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
 	path := sqlitePath(t, db)
-	holder := rawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
-	other := rawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
+	holder := testdb.RawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
+	other := testdb.RawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
 
 	tx, err := holder.BeginTx(ctx, nil) // BEGIN IMMEDIATE takes the write lock now
 	require.NoError(t, err)
@@ -144,11 +122,11 @@ func TestClassifySQLiteBusy(t *testing.T) {
 }
 
 func TestClassifySQLiteBusySnapshot(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.SQLite(t) // opendb.SQLite leaves the file in WAL mode
 	require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0)`).Error)
-	deferred := rawSQLite(t, sqlitePath(t, db), "_busy_timeout=0&_txlock=deferred")
+	deferred := testdb.RawSQLite(t, sqlitePath(t, db), "_busy_timeout=0&_txlock=deferred")
 
 	tx, err := deferred.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -194,7 +172,7 @@ func TestClassifyPostgresUniqueViolation(t *testing.T) {
 }
 
 func TestClassifyPostgresLockNotAvailable(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.Postgres(t).WithContext(ctx)
 	require.NoError(t, db.Exec(`CREATE TABLE items (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0)`).Error)
@@ -230,7 +208,7 @@ func TestClassifyPostgresLockNotAvailable(t *testing.T) {
 }
 
 func TestClassifyPostgresDeadlock(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.Postgres(t).WithContext(ctx)
 	require.NoError(t, db.Exec(`CREATE TABLE items (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0), (2, 0)`).Error)
@@ -287,7 +265,7 @@ func TestClassifyPostgresDeadlock(t *testing.T) {
 }
 
 func TestClassifyPostgresSerializationFailure(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.Postgres(t).WithContext(ctx)
 	require.NoError(t, db.Exec(`CREATE TABLE items (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0)`).Error)
@@ -419,7 +397,7 @@ func TestIsRetryable(t *testing.T) {
 
 func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 	t.Run("sqlite deferred foreign key", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testdb.Ctx(t)
 		db := testdb.SQLite(t)
 		require.NoError(t, db.Exec(`CREATE TABLE parents (id INTEGER PRIMARY KEY)`).Error)
 		require.NoError(t, db.Exec(`CREATE TABLE children (id INTEGER PRIMARY KEY,
@@ -447,7 +425,7 @@ func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 	})
 
 	t.Run("postgres deferred unique constraint", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testdb.Ctx(t)
 		db := testdb.Postgres(t).WithContext(ctx)
 		require.NoError(t, db.Exec(`CREATE TABLE items (id BIGINT NOT NULL,
 			CONSTRAINT items_id_key UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)`).Error)
@@ -474,7 +452,7 @@ func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 }
 
 func TestClassifyCommitTxDoneIsNotUnknown(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := testdb.SQLite(t)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)

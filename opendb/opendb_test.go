@@ -25,30 +25,11 @@ import (
 	"github.com/gormlock/gormlock/opendb"
 )
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func openSQLite(t *testing.T, path string) *gorm.DB {
 	t.Helper()
 	db, err := opendb.SQLite(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = opendb.Close(db) })
-	return db
-}
-
-// rawSQLite opens path with plain database/sql and the given go-sqlite3
-// parameters, one connection only.
-func rawSQLite(t *testing.T, path, params string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?"+params)
-	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	require.NoError(t, db.Ping())
 	return db
 }
 
@@ -100,7 +81,7 @@ func pragmas(t *testing.T, ctx context.Context, conn *sql.Conn) (journal string,
 }
 
 func TestSQLiteSettingsOnEveryConnection(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testdb.Ctx(t)
 	db := openSQLite(t, filepath.Join(t.TempDir(), "settings.db"))
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
@@ -124,8 +105,8 @@ func TestSQLiteSettingsOnEveryConnection(t *testing.T) {
 func TestSQLiteSettingsNegativeControl(t *testing.T) {
 	// The same checks on a plain go-sqlite3 connection see none of the
 	// settings, so TestSQLiteSettingsOnEveryConnection tests opendb.
-	ctx := testCtx(t)
-	plain := rawSQLite(t, filepath.Join(t.TempDir(), "plain.db"), "_busy_timeout=0")
+	ctx := testdb.Ctx(t)
+	plain := testdb.RawSQLite(t, filepath.Join(t.TempDir(), "plain.db"), "_busy_timeout=0")
 	conn, err := plain.Conn(ctx)
 	require.NoError(t, err)
 	defer conn.Close()
@@ -153,11 +134,11 @@ func TestSQLiteTransactionsTakeTheWriteLockUpFront(t *testing.T) {
 		}, false, "a deferred transaction that only read holds no write lock"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testdb.Ctx(t)
 			path := filepath.Join(t.TempDir(), "tx.db")
 			db := tt.open(t, path).WithContext(ctx)
 			require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY)`).Error)
-			other := rawSQLite(t, path, "_busy_timeout=0")
+			other := testdb.RawSQLite(t, path, "_busy_timeout=0")
 
 			tx := db.Begin()
 			require.NoError(t, tx.Error)
@@ -315,7 +296,7 @@ func runWorkload(t *testing.T, db *gorm.DB) []error {
 		}
 	}
 	start := make(chan struct{})
-	g, ctx := errgroup.WithContext(testCtx(t))
+	g, ctx := errgroup.WithContext(testdb.Ctx(t))
 	for w := range writers {
 		g.Go(func() error {
 			<-start

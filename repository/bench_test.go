@@ -15,7 +15,7 @@ import (
 // rawUpdateSQL is the statement Repository[models.Account].Update sends,
 // written by hand for each dialect.
 var rawUpdateSQL = map[string]string{
-	"sqlite":   `UPDATE "accounts" SET "owner" = ?, "balance" = ?, "frozen" = ?, "version" = ?, "updated_at" = ? WHERE "id" = ? AND "version" = ?`,
+	"sqlite":   "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 	"postgres": `UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = $4, "updated_at" = $5 WHERE "id" = $6 AND "version" = $7`,
 }
 

@@ -114,68 +114,52 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		}
 	}
 
+	m.buildSQL(db)
+	return m, nil
+}
+
+// buildSQL prepares the guarded statements, quoting every identifier and
+// using the dialect's placeholders, so the hot path only binds values.
+func (m *meta) buildSQL(db *gorm.DB) {
 	var b strings.Builder
 	stmt := &gorm.Statement{DB: db}
 	q := func(name string) { db.Dialector.QuoteTo(&b, name) }
-	bind := func() {
+	eq := func(col string) { // "col" = <placeholder>
+		q(col)
+		b.WriteString(" = ")
 		stmt.Vars = append(stmt.Vars, nil)
 		db.Dialector.BindVarTo(&b, stmt, nil)
 	}
-
-	b.WriteString("UPDATE ")
-	q(m.table)
-	b.WriteString(" SET ")
-	for _, f := range m.setCols {
-		q(f.DBName)
-		b.WriteString(" = ")
-		bind()
-		b.WriteString(", ")
+	sql := func(parts ...func()) string {
+		b.Reset()
+		stmt.Vars = nil
+		for _, p := range parts {
+			p()
+		}
+		return b.String()
 	}
-	q(m.version.DBName)
-	b.WriteString(" = ")
-	bind()
-	if m.updatedAt != nil {
-		b.WriteString(", ")
-		q(m.updatedAt.DBName)
-		b.WriteString(" = ")
-		bind()
+	str := func(s string) func() { return func() { b.WriteString(s) } }
+	guard := func() { // WHERE "pk" = ? AND "version" = ?
+		b.WriteString(" WHERE ")
+		eq(m.pk.DBName)
+		b.WriteString(" AND ")
+		eq(m.version.DBName)
 	}
-	b.WriteString(" WHERE ")
-	q(m.pk.DBName)
-	b.WriteString(" = ")
-	bind()
-	b.WriteString(" AND ")
-	q(m.version.DBName)
-	b.WriteString(" = ")
-	bind()
-	m.updateSQL = b.String()
+	table := func() { q(m.table) }
 
-	b.Reset()
-	stmt.Vars = nil
-	b.WriteString("DELETE FROM ")
-	q(m.table)
-	b.WriteString(" WHERE ")
-	q(m.pk.DBName)
-	b.WriteString(" = ")
-	bind()
-	b.WriteString(" AND ")
-	q(m.version.DBName)
-	b.WriteString(" = ")
-	bind()
-	m.deleteSQL = b.String()
-
-	b.Reset()
-	stmt.Vars = nil
-	b.WriteString("SELECT ")
-	q(m.version.DBName)
-	b.WriteString(" FROM ")
-	q(m.table)
-	b.WriteString(" WHERE ")
-	q(m.pk.DBName)
-	b.WriteString(" = ")
-	bind()
-	m.versionSQL = b.String()
-	return m, nil
+	m.updateSQL = sql(str("UPDATE "), table, str(" SET "), func() {
+		for _, f := range m.setCols {
+			eq(f.DBName)
+			b.WriteString(", ")
+		}
+		eq(m.version.DBName)
+		if m.updatedAt != nil {
+			b.WriteString(", ")
+			eq(m.updatedAt.DBName)
+		}
+	}, guard)
+	m.deleteSQL = sql(str("DELETE FROM "), table, guard)
+	m.versionSQL = sql(str("SELECT "), func() { q(m.version.DBName) }, str(" FROM "), table, str(" WHERE "), func() { eq(m.pk.DBName) })
 }
 
 func isTimeField(f *schema.Field) bool {

@@ -192,19 +192,25 @@ func (s *story) final(ctx context.Context, id string) (*models.Document, error) 
 	return d, nil
 }
 
+// twoReaders creates the act's document and lets both writers read it.
+func (s *story) twoReaders(ctx context.Context, act string) (id string, d1, d2 *models.Document, err error) {
+	if id, err = s.newDocument(ctx, act); err != nil {
+		return "", nil, nil, err
+	}
+	if d1, err = s.read(ctx, "writer 1", id); err != nil {
+		return "", nil, nil, err
+	}
+	if d2, err = s.read(ctx, "writer 2", id); err != nil {
+		return "", nil, nil, err
+	}
+	return id, d1, d2, nil
+}
+
 // plain is act 1: both writers write back without the guard, and writer 1's
 // field1 is lost.
 func (s *story) plain(ctx context.Context) error {
 	s.printf("Act 1: plain read-modify-write (no version guard)\n")
-	id, err := s.newDocument(ctx, "plain")
-	if err != nil {
-		return err
-	}
-	d1, err := s.read(ctx, "writer 1", id)
-	if err != nil {
-		return err
-	}
-	d2, err := s.read(ctx, "writer 2", id)
+	id, d1, d2, err := s.twoReaders(ctx, "plain")
 	if err != nil {
 		return err
 	}
@@ -239,15 +245,7 @@ func (s *story) plain(ctx context.Context) error {
 // refused with ErrStaleData.
 func (s *story) guarded(ctx context.Context) error {
 	s.printf("Act 2: guarded Update (UPDATE ... WHERE id = ? AND version = ?)\n")
-	id, err := s.newDocument(ctx, "guarded")
-	if err != nil {
-		return err
-	}
-	d1, err := s.read(ctx, "writer 1", id)
-	if err != nil {
-		return err
-	}
-	d2, err := s.read(ctx, "writer 2", id)
+	id, d1, d2, err := s.twoReaders(ctx, "guarded")
 	if err != nil {
 		return err
 	}

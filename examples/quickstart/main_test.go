@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,39 +113,19 @@ func TestRunDefaultTempFile(t *testing.T) {
 }
 
 func TestRunPostgres(t *testing.T) {
-	dsn := testdb.PostgresDSN(t)
-	admin, err := opendb.Postgres(dsn)
-	if err != nil {
-		t.Fatalf("cannot reach PostgreSQL at %s: %v", testdb.PostgresEnv, err)
-	}
-	defer opendb.Close(admin)
-
-	// run migrates the database it is given; give it a schema of its own
+	// run migrates the database it is given: give it a schema of its own
 	// instead of the shared database's public schema.
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "gl_quickstart_" + hex.EncodeToString(b)
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	defer func() {
-		if err := admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error; err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	}()
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Fatalf("%s must be a postgres:// URL for this test, got %q", testdb.PostgresEnv, dsn)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	dsn := testdb.PostgresSchema(t)
+	check(t, dsn, "postgres")
+	check(t, dsn, "postgres") // a rerun does not collide
 
-	check(t, u.String(), "postgres")
-	check(t, u.String(), "postgres") // a rerun does not collide
-
+	db, err := opendb.Postgres(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opendb.Close(db)
 	var n int64
-	if err := admin.Table(schema + ".documents").Count(&n).Error; err != nil {
+	if err := db.Table("documents").Count(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

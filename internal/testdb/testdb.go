@@ -12,12 +12,14 @@ package testdb
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -91,6 +93,22 @@ func PostgresDSN(t testing.TB) string {
 // PostgreSQL database; the schema is dropped when the test ends.
 func Postgres(t testing.TB) *gorm.DB {
 	t.Helper()
+	db, err := opendb.Postgres(PostgresSchema(t))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	sqlDB, _ := db.DB()
+	sqlDB.SetMaxOpenConns(40)
+	t.Cleanup(func() { _ = opendb.Close(db) })
+	return db
+}
+
+// PostgresSchema creates a new, empty schema in the configured PostgreSQL
+// database and returns a DSN whose search_path is that schema, for code that
+// opens its own connection. The schema is dropped when the test ends, after
+// the cleanups registered later (closing that code's connections) ran.
+func PostgresSchema(t testing.TB) string {
+	t.Helper()
 	dsn := PostgresDSN(t)
 	admin, err := opendb.Postgres(dsn)
 	if err != nil {
@@ -102,19 +120,38 @@ func Postgres(t testing.TB) *gorm.DB {
 	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		t.Fatalf("testdb: create schema: %v", err)
 	}
-	db, err := opendb.Postgres(withSearchPath(dsn, schema))
-	if err != nil {
-		t.Fatalf("testdb: %v", err)
-	}
-	sqlDB, _ := db.DB()
-	sqlDB.SetMaxOpenConns(40)
 	t.Cleanup(func() {
-		_ = opendb.Close(db)
 		if err := admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error; err != nil {
 			t.Errorf("testdb: drop schema %s: %v", schema, err)
 		}
 		_ = opendb.Close(admin)
 	})
+	return withSearchPath(dsn, schema)
+}
+
+// Ctx returns a context that bounds a test's database work to a minute, so a
+// test that would hang on a lock fails instead.
+func Ctx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// RawSQLite opens the SQLite file at path with plain database/sql and the
+// given go-sqlite3 DSN parameters ("_busy_timeout=0&_txlock=deferred"), one
+// connection only: a second, differently configured client of a test's file.
+func RawSQLite(t testing.TB, path, params string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?"+params)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Ping(); err != nil {
+		t.Fatalf("testdb: open %s: %v", path, err)
+	}
 	return db
 }
 
