@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mattn/go-sqlite3"
 )
 
@@ -109,8 +110,9 @@ func Invalid(format string, args ...any) error {
 }
 
 // ClassifyCommit classifies an error returned by COMMIT. An error the
-// database itself reported (a SQLSTATE, a SQLite result code) or
-// sql.ErrTxDone means the transaction did not commit, and is classified like
+// database itself reported (a SQLSTATE, a SQLite result code), sql.ErrTxDone,
+// or pgx's ErrTxCommitRollback (the server answered COMMIT with ROLLBACK
+// because a statement had failed) means the transaction did not commit, and is classified like
 // any other error. Anything else (a broken connection, an I/O error) leaves the
 // outcome unknown: the result matches ErrCommitUnknown as well as the cause,
 // and must not be retried blindly.
@@ -120,7 +122,7 @@ func ClassifyCommit(err error) error {
 	}
 	var st sqlStater
 	var se sqlite3.Error
-	if errors.As(err, &st) || errors.As(err, &se) || errors.Is(err, sql.ErrTxDone) {
+	if errors.As(err, &st) || errors.As(err, &se) || errors.Is(err, sql.ErrTxDone) || errors.Is(err, pgx.ErrTxCommitRollback) {
 		return Classify(err)
 	}
 	return fmt.Errorf("%w: %w", ErrCommitUnknown, err)

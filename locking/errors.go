@@ -23,10 +23,14 @@ var (
 	ErrInvalidArgument = errors.New("gormlock: invalid argument")
 
 	// ErrLocked means the record, or the database's write lock, is held by
-	// someone else and the operation chose not to wait.
+	// someone else and the operation did not get it: it chose not to wait
+	// (NOWAIT), or the driver's wait ran out (SQLITE_BUSY after the busy
+	// timeout, PostgreSQL 55P03).
 	ErrLocked = errors.New("gormlock: locked")
 
-	// ErrLockTimeout means waiting for a lock took longer than allowed.
+	// ErrLockTimeout means waiting for a lock took longer than the timeout
+	// the operation itself set. Only operations that take a lock timeout
+	// option return it; a driver-level wait that runs out is ErrLocked.
 	ErrLockTimeout = errors.New("gormlock: lock timeout")
 
 	// ErrDeadlock means the database aborted the transaction to break a

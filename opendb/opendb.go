@@ -40,6 +40,8 @@ func SQLiteDSN(path string) (string, error) {
 		return "", locking.Invalid("opendb: SQLite path is empty")
 	case path == ":memory:" || strings.Contains(path, "mode=memory"):
 		return "", locking.Invalid("opendb: in-memory SQLite gives every pooled connection its own empty database; use a file (for tests, one in t.TempDir())")
+	case strings.HasPrefix(path, "file:"):
+		return "", locking.Invalid("opendb: SQLite path %q is a URI; pass a plain file path", path)
 	case strings.ContainsAny(path, "?#"):
 		return "", locking.Invalid("opendb: SQLite path %q contains '?' or '#'; pass a plain file path", path)
 	}
@@ -85,15 +87,28 @@ func Postgres(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 }
 
 // Open chooses the database from dsn: a postgres:// or postgresql:// URL, or
-// key=value pairs with host=, open PostgreSQL; "sqlite:PATH" or a plain file
+// libpq key=value pairs starting with host=, dbname= or user=, open
+// PostgreSQL; "sqlite:PATH" or a plain file
 // path opens SQLite.
 func Open(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), strings.Contains(dsn, "host="):
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), isKeyValueDSN(dsn):
 		return Postgres(dsn, opts...)
 	default:
 		return SQLite(strings.TrimPrefix(dsn, "sqlite:"), opts...)
 	}
+}
+
+// isKeyValueDSN reports whether dsn looks like libpq key=value settings
+// rather than a file path.
+func isKeyValueDSN(dsn string) bool {
+	first, _, _ := strings.Cut(strings.TrimSpace(dsn), " ")
+	for _, k := range []string{"host=", "dbname=", "user="} {
+		if strings.HasPrefix(first, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close closes db's connection pool.

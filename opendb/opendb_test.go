@@ -402,3 +402,14 @@ func TestSQLiteOpensTheFileNamedEvenWithPercent(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, "aAb.db"))
 	require.True(t, os.IsNotExist(err), "no decoded twin was created")
 }
+
+func TestOpenTellsPathsFromKeyValueDSNs(t *testing.T) {
+	_, err := opendb.SQLiteDSN("file:data.db")
+	require.ErrorIs(t, err, locking.ErrInvalidArgument, "a URI is not a path")
+
+	path := filepath.Join(t.TempDir(), "host=odd.db")
+	db, err := opendb.Open(path)
+	require.NoError(t, err)
+	defer opendb.Close(db)
+	require.Equal(t, "sqlite", db.Dialector.Name(), "a file path containing host= is still a file")
+}

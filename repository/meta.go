@@ -2,6 +2,7 @@ package repository
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -54,22 +55,32 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 	s := parse.Schema
 	m := &meta{schema: s, table: s.Table}
 
-	switch len(s.PrimaryFields) {
+	// The columns, one field each: when an outer field shadows an embedded
+	// one of the same column, only the outer (GORM's winner) is used.
+	cols := make([]*schema.Field, 0, len(s.DBNames))
+	var pks []*schema.Field
+	for _, name := range s.DBNames {
+		f := s.FieldsByDBName[name]
+		cols = append(cols, f)
+		if f.PrimaryKey {
+			pks = append(pks, f)
+		}
+	}
+	switch len(pks) {
 	case 0:
 		return nil, locking.Invalid("repository: %v has no primary key", typ)
 	case 1:
-		m.pk = s.PrimaryFields[0]
+		m.pk = pks[0]
 	default:
 		return nil, fmt.Errorf("%w: repository: %v has a composite primary key", locking.ErrNotSupported, typ)
 	}
 
 	for _, f := range s.Fields {
-		if f.DBName == "" {
-			continue
-		}
 		if f.FieldType == reflect.TypeOf(gorm.DeletedAt{}) {
 			return nil, fmt.Errorf("%w: repository: %v uses soft delete (gorm.DeletedAt, field %s)", locking.ErrNotSupported, typ, f.Name)
 		}
+	}
+	for _, f := range cols {
 		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
 			if m.version != nil && m.version.Tag.Get("gormlock") == VersionTag {
 				return nil, locking.Invalid("repository: %v has two fields tagged gormlock:\"version\"", typ)
@@ -94,8 +105,8 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, m.version.Name)
 	}
 
-	for _, f := range s.Fields {
-		if f.DBName == "" || f == m.pk || f == m.version {
+	for _, f := range cols {
+		if f == m.pk || f == m.version {
 			continue
 		}
 		switch {
@@ -182,8 +193,8 @@ func (m *meta) normalizeID(id any) (any, error) {
 	switch {
 	case got == want:
 	case isInt(got.Kind()) && isInt(want.Kind()):
-		if isUint(want.Kind()) && !isUint(got.Kind()) && v.Int() < 0 {
-			return nil, locking.Invalid("%s: id %v is negative", m.table, id)
+		if !intFits(v, want) {
+			return nil, locking.Invalid("%s: id %v does not fit the primary key %s (%v)", m.table, id, m.pk.Name, want)
 		}
 		v = v.Convert(want)
 	case got.Kind() == reflect.String && want.Kind() == reflect.String:
@@ -196,6 +207,24 @@ func (m *meta) normalizeID(id any) (any, error) {
 		return nil, locking.Invalid("%s: id is the zero value of %v", m.table, want)
 	}
 	return v.Interface(), nil
+}
+
+// intFits reports whether the integer v converts to the integer type want
+// without wrapping.
+func intFits(v reflect.Value, want reflect.Type) bool {
+	probe := reflect.New(want).Elem()
+	if isUint(v.Kind()) {
+		u := v.Uint()
+		if isUint(want.Kind()) {
+			return !probe.OverflowUint(u)
+		}
+		return u <= math.MaxInt64 && !probe.OverflowInt(int64(u))
+	}
+	i := v.Int()
+	if isUint(want.Kind()) {
+		return i >= 0 && !probe.OverflowUint(uint64(i))
+	}
+	return !probe.OverflowInt(i)
 }
 
 func isInt(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }

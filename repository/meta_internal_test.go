@@ -24,11 +24,18 @@ func TestGuardedSQL(t *testing.T) {
 			`SELECT "version" FROM "accounts" WHERE "id" = $1`,
 		},
 	}
+	wantDoc := map[string]string{
+		"sqlite":   "UPDATE `documents` SET `title` = ?, `attrs` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
+		"postgres": `UPDATE "documents" SET "title" = $1, "attrs" = $2, "version" = $3, "updated_at" = $4 WHERE "id" = $5 AND "version" = $6`,
+	}
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			r, err := New[models.Account](testdb.Open(t, d))
 			require.NoError(t, err)
 			require.Equal(t, want[d], [3]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL})
+			docs, err := New[models.Document](testdb.Open(t, d))
+			require.NoError(t, err)
+			require.Equal(t, wantDoc[d], docs.m.updateSQL)
 		})
 	}
 }

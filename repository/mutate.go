@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/gormlock/gormlock/locking"
 )
@@ -66,8 +67,10 @@ func (e *abortError) Unwrap() error { return e.err }
 // cycle runs again from a fresh read, after a jittered backoff, up to the
 // retry policy's attempts (locking.DefaultMaxAttempts unless changed).
 //
-// fn may be called several times and must change only the entity it is given.
-// When fn returns an error, Mutate returns it (unwrapped) without writing. A
+// fn may be called several times and must change only the entity it is given,
+// and not its primary key or version (that is refused with an error matching
+// locking.ErrInvalidArgument). When fn returns an error, Mutate returns it
+// (unwrapped) without writing, and never retries it, whatever it wraps. A
 // missing record gives an error matching locking.ErrNotFound. When the attempts
 // run out, the error is a *locking.RetryExhaustedError that still matches
 // locking.ErrStaleData and says how many attempts ran. ctx governs reads,
@@ -92,7 +95,14 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 // matching locking.ErrNotFound. create returning nil is an error matching
 // locking.ErrInvalidArgument. An error from mutate is returned unwrapped
 // without writing. Inside RunInTx a losing Create is rolled back to a
-// savepoint, so the surrounding transaction stays usable.
+// savepoint, so the surrounding transaction stays usable. A Create that fails
+// on another unique index while id is still free is not a lost race: its error
+// matching locking.ErrAlreadyExists is returned at once.
+//
+// The create path inserts id explicitly. For an auto-increment key on
+// PostgreSQL that does not advance the identity sequence, so a later Create
+// with a zero key can collide with it: use Upsert with keys the application
+// chooses.
 func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, opts ...MutateOption) (*T, error) {
 	if mutate == nil {
 		return nil, locking.Invalid("%s: Upsert: mutate is nil", r.m.table)
@@ -125,13 +135,27 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 		default:
 			return err
 		}
+		rv := mustValue(e)
+		key, _ := r.idOf(ctx, rv)
+		version := r.versionOf(ctx, rv)
 		if err := mutate(e); err != nil {
 			return &abortError{err}
+		}
+		if k, _ := r.idOf(ctx, rv); !reflect.DeepEqual(k, key) || r.versionOf(ctx, rv) != version {
+			return &abortError{locking.Invalid("%s: id=%v: the mutate function changed the primary key or the version; it may change only other fields", r.m.table, id)}
 		}
 		if created {
 			err = r.createInSavepoint(ctx, e)
 			if errors.Is(err, locking.ErrAlreadyExists) {
-				return &conflictError{err}
+				// Lost the race to create id, or violated another unique
+				// index? Only the first is worth another attempt.
+				exists, xerr := r.exists(ctx, id)
+				if xerr != nil {
+					return errors.Join(err, xerr)
+				}
+				if exists {
+					return &conflictError{err}
+				}
 			}
 		} else {
 			err = r.Update(ctx, e)
@@ -148,8 +172,7 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 	if cfg.attempts != nil {
 		*cfg.attempts = attempts
 	}
-	var ae *abortError
-	if errors.As(err, &ae) {
+	if ae, ok := err.(*abortError); ok {
 		return nil, ae.err
 	}
 	if err != nil {
@@ -158,16 +181,24 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 	return out, nil
 }
 
-// conflictError marks a lost race other than stale data (a concurrent create
-// or delete) as worth another attempt; it unwraps to the original error.
+// conflictError marks a lost race other than a stale update (another caller
+// created the record first, or deleted it) as worth another attempt. It is
+// stale data too: someone else wrote first. It matches locking.ErrStaleData
+// and the original error.
 type conflictError struct{ err error }
 
-func (e *conflictError) Error() string { return e.err.Error() }
-func (e *conflictError) Unwrap() error { return e.err }
+func (e *conflictError) Error() string {
+	return "gormlock: stale data: lost a race with another writer: " + e.err.Error()
+}
+func (e *conflictError) Unwrap() []error { return []error{locking.ErrStaleData, e.err} }
 
+// isConflict reports whether an attempt lost a race and may be re-run. An
+// error from the caller's function is never retried, whatever it wraps.
 func isConflict(err error) bool {
-	var ce *conflictError
-	return errors.Is(err, locking.ErrStaleData) || errors.As(err, &ce)
+	if _, ok := err.(*abortError); ok {
+		return false
+	}
+	return errors.Is(err, locking.ErrStaleData)
 }
 
 // createInSavepoint creates e; inside a transaction it does so in a savepoint

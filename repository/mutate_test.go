@@ -92,9 +92,10 @@ func TestMutateGivesUpAfterMaxAttempts(t *testing.T) {
 	})
 }
 
+// The repository's default policy makes DefaultMaxAttempts attempts.
 func TestMutateDefaultAttempts(t *testing.T) {
 	db := testdb.Open(t, "sqlite")
-	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(fastRetry(locking.DefaultMaxAttempts)))
+	accounts, err := repository.New[models.Account](db)
 	require.NoError(t, err)
 	a := newAccount(t, accounts, "ann", 10)
 	calls := 0

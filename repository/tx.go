@@ -27,8 +27,10 @@ type txState struct {
 // repositories' guarded writes commit or roll back together. A stale write
 // inside fn returns its error to fn; returning it rolls everything back.
 // RunInTx inside RunInTx (same database) runs fn in a savepoint of the outer
-// transaction. ctx governs the whole transaction: when it is cancelled the
-// transaction is rolled back. opts, if given, sets the isolation level.
+// transaction; it then takes no opts (an error matching
+// locking.ErrInvalidArgument says so). ctx governs the whole transaction: when
+// it is cancelled the transaction is rolled back. opts, if given, sets the
+// isolation level and read-only mode.
 //
 // A failed COMMIT whose outcome is unknown (the connection broke) returns an
 // error matching locking.ErrCommitUnknown; RunInTx never retries it.
@@ -47,6 +49,9 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 		return fmt.Errorf("RunInTx: %w", err)
 	}
 	if outer, ok := ctx.Value(txKey{}).(*txState); ok && outer.sqlDB == sqlDB {
+		if len(opts) > 0 {
+			return locking.Invalid("RunInTx: nested in another transaction, it runs in a savepoint and cannot take its own TxOptions")
+		}
 		// Nested: GORM's Transaction on a transaction uses a savepoint.
 		return outer.tx.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			return fn(context.WithValue(ctx, txKey{}, &txState{sqlDB: sqlDB, tx: tx}))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -15,7 +16,9 @@ import (
 )
 
 // Create inserts e as a new record at version 1 (whatever version e held)
-// and sets its creation and update times when they are zero. An integer
+// and sets its creation and update times to now when they are zero; times the
+// caller set are kept, converted to UTC with microsecond precision (what the
+// databases store). An integer
 // auto-increment key left zero is assigned by the database and stored in e;
 // any other key must be set. A record with the same key already existing gives
 // an error matching locking.ErrAlreadyExists that keeps the driver error. On
@@ -33,15 +36,23 @@ func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 	r.setVersion(ctx, rv, 1)
 	t := now()
 	for _, f := range []*schema.Field{r.m.createdAt, r.m.updatedAt} {
-		if f == nil {
-			continue
+		if f == nil || !isTimeField(f) {
+			continue // GORM fills integer (Unix) timestamps itself
 		}
-		if _, zero := f.ValueOf(ctx, rv); zero {
-			if err := f.Set(ctx, rv, timeValue(f, t)); err != nil {
-				*e = saved
-				return fmt.Errorf("%s: Create: set %s: %w", r.m.table, f.Name, err)
+		v := f.ReflectValueOf(ctx, rv)
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
 			}
+			v = v.Elem()
 		}
+		ts := v.Interface().(time.Time)
+		if ts.IsZero() {
+			ts = t
+		}
+		// Store what the database keeps (UTC, microseconds), so the entity
+		// equals what a later Get returns.
+		v.Set(reflect.ValueOf(ts.UTC().Truncate(time.Microsecond)))
 	}
 	db, _ := r.conn(ctx)
 	if err := db.WithContext(ctx).Omit(clause.Associations).Create(e).Error; err != nil {
@@ -53,7 +64,9 @@ func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 
 // Update writes every column of e (zero values included) in one guarded
 // statement, UPDATE ... WHERE pk = ? AND version = ?, and on success advances
-// e's version by one and sets its update time.
+// e's version by one and sets its update time. The columns it never writes are
+// the primary key, the creation time and fields GORM may not update (tagged
+// "<-:create", "->" or "-").
 //
 // When no row matches, it returns a *locking.StaleDataError (errors.Is(err,
 // locking.ErrStaleData) is true) if the record exists at another version, or
@@ -135,6 +148,20 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 		return nil, 0, locking.Invalid("%s: %s id=%v: version is %d; a guarded write needs the version the record was read at (load it with Get or create it with Create)", r.m.table, op, id, v)
 	}
 	return id, v, nil
+}
+
+// exists reports whether a record with key id exists.
+func (r *Repository[T]) exists(ctx context.Context, id any) (bool, error) {
+	db, _ := r.conn(ctx)
+	var v int64
+	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.versionSQL, id).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: id=%v: %w", r.m.table, id, locking.Classify(err))
+	}
+	return true, nil
 }
 
 // checkAffected turns "no row matched" into StaleDataError or NotFoundError
