@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -234,4 +235,41 @@ func TestRunInTxCommitAfterFailedStatementIsKnownRollback(t *testing.T) {
 	balance, version, _ := rawAccount(t, db, a.ID)
 	require.EqualValues(t, 10, balance)
 	require.EqualValues(t, 1, version)
+}
+
+// Negative control of TestUpsertConcurrentCreatorsAllRace: the same race
+// written with GORM's Save (load or build, increment, Save) loses increments,
+// because Save's zero-rows fallback is an upsert that overwrites.
+func TestSaveLosesConcurrentCreatorsIncrements(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		const workers = 8
+		var arrived sync.WaitGroup
+		arrived.Add(workers)
+		allRead := make(chan struct{})
+		go func() { arrived.Wait(); close(allRead) }()
+		var g errgroup.Group
+		for range workers {
+			g.Go(func() error {
+				var a models.Account
+				err := db.Where("id = ?", 4242).Take(&a).Error
+				if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+					return err
+				}
+				arrived.Done()
+				<-allRead // everyone has read before anyone writes
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					now := time.Now()
+					a = models.Account{Owner: "race"}
+					a.ID, a.Version, a.CreatedAt, a.UpdatedAt = 4242, 1, now, now
+				}
+				a.Balance++
+				return db.Save(&a).Error
+			})
+		}
+		require.NoError(t, g.Wait())
+		balance, _, found := rawAccount(t, db, 4242)
+		require.True(t, found)
+		require.Less(t, balance, int64(workers), "Save must lose increments")
+		t.Logf("Save: %d of %d increments kept", balance, workers)
+	})
 }
