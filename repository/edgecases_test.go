@@ -3,6 +3,7 @@ package repository_test
 import (
 	"context"
 	"errors"
+	"github.com/google/uuid"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -271,5 +272,47 @@ func TestSaveLosesConcurrentCreatorsIncrements(t *testing.T) {
 		require.True(t, found)
 		require.Less(t, balance, int64(workers), "Save must lose increments")
 		t.Logf("Save: %d of %d increments kept", balance, workers)
+	})
+}
+
+// ticket has a UUID key, stored in a uuid column on PostgreSQL.
+type ticket struct {
+	ID    uuid.UUID `gorm:"type:uuid;primaryKey"`
+	Title string
+	models.Versioned
+}
+
+func TestUUIDKey(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		require.NoError(t, db.AutoMigrate(&ticket{}))
+		r, err := repository.New[ticket](db)
+		require.NoError(t, err)
+		require.NoError(t, r.VerifySchema(ctx))
+
+		id := uuid.New()
+		e := &ticket{ID: id, Title: "a"}
+		require.NoError(t, r.Create(ctx, e))
+		stale := *e
+		e.Title = "b"
+		require.NoError(t, r.Update(ctx, e))
+		err = r.Update(ctx, &stale)
+		var se *locking.StaleDataError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, id, se.ID)
+
+		got, err := r.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "b", got.Title)
+		_, err = r.Get(ctx, id.String())
+		require.ErrorIs(t, err, locking.ErrInvalidArgument, "a string is not a uuid.UUID key")
+		_, err = r.Get(ctx, uuid.Nil)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		got, err = r.Mutate(ctx, id, func(x *ticket) error { x.Title = "c"; return nil })
+		require.NoError(t, err)
+		require.EqualValues(t, 3, got.Version)
+		require.NoError(t, r.Delete(ctx, got))
+		_, err = r.Get(ctx, id)
+		require.ErrorIs(t, err, locking.ErrNotFound)
 	})
 }
