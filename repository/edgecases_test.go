@@ -3,13 +3,13 @@ package repository_test
 import (
 	"context"
 	"errors"
-	"github.com/google/uuid"
 	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 	"gorm.io/gorm"
