@@ -112,8 +112,8 @@ func Invalid(format string, args ...any) error {
 // ClassifyCommit classifies an error returned by COMMIT. An error the
 // database itself reported (a SQLSTATE, a SQLite result code), sql.ErrTxDone,
 // or pgx's ErrTxCommitRollback (the server answered COMMIT with ROLLBACK
-// because a statement had failed) means the transaction did not commit, and is classified like
-// any other error. Anything else (a broken connection, an I/O error) leaves the
+// because a statement had failed) means the transaction did not commit, and
+// is classified like any other error. Anything else (a broken connection, an I/O error) leaves the
 // outcome unknown: the result matches ErrCommitUnknown as well as the cause,
 // and must not be retried blindly.
 func ClassifyCommit(err error) error {

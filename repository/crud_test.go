@@ -127,9 +127,7 @@ func TestUpdate(t *testing.T) {
 		require.NoError(t, accounts.Update(ctx, a))
 		require.EqualValues(t, 2, a.Version, "in-memory version advanced")
 		require.False(t, a.UpdatedAt.Before(before))
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 25, balance)
-		require.EqualValues(t, 2, version)
+		requireRow(t, db, a.ID, 25, 2)
 
 		got, err := accounts.Get(ctx, a.ID)
 		require.NoError(t, err)
@@ -187,9 +185,7 @@ func TestUpdateStale(t *testing.T) {
 		require.Equal(t, locking.StaleDataError{Table: "accounts", ID: a.ID, Expected: 1, Actual: 2, Op: "update"}, *stale)
 		require.EqualValues(t, 1, second.Version, "a failed write leaves the entity's version alone")
 
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 11, balance, "the stale write changed nothing")
-		require.EqualValues(t, 2, version)
+		requireRow(t, db, a.ID, 11, 2, "the stale write changed nothing")
 	})
 }
 

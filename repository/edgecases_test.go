@@ -233,9 +233,7 @@ func TestRunInTxCommitAfterFailedStatementIsKnownRollback(t *testing.T) {
 	})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, locking.ErrCommitUnknown)
-	balance, version, _ := rawAccount(t, db, a.ID)
-	require.EqualValues(t, 10, balance)
-	require.EqualValues(t, 1, version)
+	requireRow(t, db, a.ID, 10, 1)
 }
 
 // Negative control of TestUpsertConcurrentCreatorsAllRace: the same race

@@ -38,3 +38,13 @@ func rawAccount(t *testing.T, db *gorm.DB, id int64) (balance, version int64, fo
 	require.NoError(t, res.Error)
 	return row.Balance, row.Version, res.RowsAffected == 1
 }
+
+// requireRow checks, with plain SQL, that account id exists with the given
+// balance and version.
+func requireRow(t *testing.T, db *gorm.DB, id, balance, version int64, msg ...any) {
+	t.Helper()
+	gotBalance, gotVersion, found := rawAccount(t, db, id)
+	require.True(t, found, msg...)
+	require.Equal(t, balance, gotBalance, msg...)
+	require.Equal(t, version, gotVersion, msg...)
+}

@@ -132,45 +132,50 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 // buildSQL prepares the guarded statements, quoting every identifier and
 // using the dialect's placeholders, so the hot path only binds values.
 func (m *meta) buildSQL(db *gorm.DB) {
-	var b strings.Builder
-	stmt := &gorm.Statement{DB: db}
-	q := func(name string) { db.Dialector.QuoteTo(&b, name) }
-	eq := func(col string) { // "col" = <placeholder>
-		q(col)
-		b.WriteString(" = ")
-		stmt.Vars = append(stmt.Vars, nil)
-		db.Dialector.BindVarTo(&b, stmt, nil)
+	w := &sqlWriter{db: db}
+	w.reset("UPDATE ").quote(m.table).str(" SET ")
+	for _, f := range m.setCols {
+		w.eq(f.DBName).str(", ")
 	}
-	sql := func(parts ...func()) string {
-		b.Reset()
-		stmt.Vars = nil
-		for _, p := range parts {
-			p()
-		}
-		return b.String()
+	w.eq(m.version.DBName)
+	if m.updatedAt != nil {
+		w.str(", ").eq(m.updatedAt.DBName)
 	}
-	str := func(s string) func() { return func() { b.WriteString(s) } }
-	guard := func() { // WHERE "pk" = ? AND "version" = ?
-		b.WriteString(" WHERE ")
-		eq(m.pk.DBName)
-		b.WriteString(" AND ")
-		eq(m.version.DBName)
-	}
-	table := func() { q(m.table) }
+	m.updateSQL = w.guard(m).String()
+	m.deleteSQL = w.reset("DELETE FROM ").quote(m.table).guard(m).String()
+	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
+		str(" WHERE ").eq(m.pk.DBName).String()
+}
 
-	m.updateSQL = sql(str("UPDATE "), table, str(" SET "), func() {
-		for _, f := range m.setCols {
-			eq(f.DBName)
-			b.WriteString(", ")
-		}
-		eq(m.version.DBName)
-		if m.updatedAt != nil {
-			b.WriteString(", ")
-			eq(m.updatedAt.DBName)
-		}
-	}, guard)
-	m.deleteSQL = sql(str("DELETE FROM "), table, guard)
-	m.versionSQL = sql(str("SELECT "), func() { q(m.version.DBName) }, str(" FROM "), table, str(" WHERE "), func() { eq(m.pk.DBName) })
+// sqlWriter writes one statement with the dialect's quoting and numbered
+// placeholders.
+type sqlWriter struct {
+	strings.Builder
+	db   *gorm.DB
+	stmt gorm.Statement // counts placeholders for BindVarTo ($1, $2, ...)
+}
+
+func (w *sqlWriter) reset(s string) *sqlWriter {
+	w.Reset()
+	w.stmt = gorm.Statement{DB: w.db}
+	return w.str(s)
+}
+
+func (w *sqlWriter) str(s string) *sqlWriter { w.WriteString(s); return w }
+
+func (w *sqlWriter) quote(name string) *sqlWriter { w.db.Dialector.QuoteTo(w, name); return w }
+
+// eq writes "col" = <placeholder>.
+func (w *sqlWriter) eq(col string) *sqlWriter {
+	w.quote(col).str(" = ")
+	w.stmt.Vars = append(w.stmt.Vars, nil)
+	w.db.Dialector.BindVarTo(w, &w.stmt, nil)
+	return w
+}
+
+// guard writes WHERE "pk" = ? AND "version" = ?.
+func (w *sqlWriter) guard(m *meta) *sqlWriter {
+	return w.str(" WHERE ").eq(m.pk.DBName).str(" AND ").eq(m.version.DBName)
 }
 
 func isTimeField(f *schema.Field) bool {

@@ -128,14 +128,14 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 			if e == nil {
 				return locking.Invalid("%s: Upsert id=%v: create returned nil", r.m.table, id)
 			}
-			if err := r.m.pk.Set(ctx, mustValue(e), id); err != nil {
+			if err := r.m.pk.Set(ctx, reflect.ValueOf(e).Elem(), id); err != nil {
 				return fmt.Errorf("%s: Upsert id=%v: set key: %w", r.m.table, id, err)
 			}
 			created = true
 		default:
 			return err
 		}
-		rv := mustValue(e)
+		rv := reflect.ValueOf(e).Elem()
 		key, _ := r.idOf(ctx, rv)
 		version := r.versionOf(ctx, rv)
 		if err := mutate(e); err != nil {
@@ -149,7 +149,8 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 			if errors.Is(err, locking.ErrAlreadyExists) {
 				// Lost the race to create id, or violated another unique
 				// index? Only the first is worth another attempt.
-				exists, xerr := r.exists(ctx, id)
+				db, _ := r.conn(ctx)
+				_, exists, xerr := r.currentVersion(ctx, db, id)
 				if xerr != nil {
 					return errors.Join(err, xerr)
 				}

@@ -34,9 +34,7 @@ func TestMutate(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.EqualValues(t, 15, got.Balance)
 		require.EqualValues(t, 2, got.Version)
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 15, balance)
-		require.EqualValues(t, 2, version)
+		requireRow(t, db, a.ID, 15, 2)
 	})
 }
 
@@ -84,9 +82,7 @@ func TestMutateGivesUpAfterMaxAttempts(t *testing.T) {
 		require.ErrorAs(t, err, &ex)
 		require.Equal(t, 3, ex.Attempts)
 		require.ErrorContains(t, err, "after 3 attempts")
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 10, balance)
-		require.EqualValues(t, 4, version)
+		requireRow(t, db, a.ID, 10, 4)
 	})
 }
 
@@ -121,9 +117,7 @@ func TestMutateAbortsOnFnError(t *testing.T) {
 		require.Nil(t, got)
 		require.Same(t, errInsufficient, err, "fn's error is returned as is")
 		require.Equal(t, 1, calls)
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 10, balance)
-		require.EqualValues(t, 1, version)
+		requireRow(t, db, a.ID, 10, 1)
 	})
 }
 

@@ -132,6 +132,3 @@ func (r *Repository[T]) translate(err error, id any) error {
 	}
 	return locking.Classify(err)
 }
-
-// mustValue returns the struct e points to; e is never nil here.
-func mustValue[T any](e *T) reflect.Value { return reflect.ValueOf(e).Elem() }

@@ -32,9 +32,7 @@ func TestRunInTxCommitsAllRepositories(t *testing.T) {
 			return docs.Update(ctx, d)
 		})
 		require.NoError(t, err)
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 20, balance)
-		require.EqualValues(t, 2, version)
+		requireRow(t, db, a.ID, 20, 2)
 		got, err := docs.Get(ctx, "d")
 		require.NoError(t, err)
 		require.Equal(t, "changed", got.Title)
@@ -63,9 +61,7 @@ func TestRunInTxStaleSecondWriteRollsBackFirst(t *testing.T) {
 		require.ErrorAs(t, err, &stale)
 		require.Equal(t, "documents", stale.Table)
 
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 10, balance, "the first write was rolled back")
-		require.EqualValues(t, 1, version)
+		requireRow(t, db, a.ID, 10, 1, "the first write was rolled back")
 	})
 }
 
@@ -81,9 +77,7 @@ func TestRunInTxRollsBackOnPanic(t *testing.T) {
 				panic("boom")
 			})
 		})
-		balance, version, _ := rawAccount(t, db, a.ID)
-		require.EqualValues(t, 10, balance)
-		require.EqualValues(t, 1, version)
+		requireRow(t, db, a.ID, 10, 1)
 	})
 }
 
@@ -109,9 +103,7 @@ func TestRunInTxNestedUsesSavepoint(t *testing.T) {
 		require.NoError(t, err)
 		balance, _, _ := rawAccount(t, db, a.ID)
 		require.EqualValues(t, 11, balance, "outer write committed")
-		balance, version, _ := rawAccount(t, db, b.ID)
-		require.EqualValues(t, 10, balance, "inner write rolled back to the savepoint")
-		require.EqualValues(t, 1, version)
+		requireRow(t, db, b.ID, 10, 1, "inner write rolled back to the savepoint")
 	})
 }
 

@@ -18,11 +18,11 @@ import (
 // Create inserts e as a new record at version 1 (whatever version e held)
 // and sets its creation and update times to now when they are zero; times the
 // caller set are kept, converted to UTC with microsecond precision (what the
-// databases store). An integer
-// auto-increment key left zero is assigned by the database and stored in e;
-// any other key must be set. A record with the same key already existing gives
-// an error matching locking.ErrAlreadyExists that keeps the driver error. On
-// error e is left as it was. Associations are not written.
+// databases store). An integer auto-increment key left zero is assigned by the
+// database and stored in e; any other key must be set. A record with the same
+// key already existing gives an error matching locking.ErrAlreadyExists that
+// keeps the driver error. On error e is left as it was. Associations are not
+// written.
 func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 	rv, err := r.entityValue(e)
 	if err != nil {
@@ -150,18 +150,17 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 	return id, v, nil
 }
 
-// exists reports whether a record with key id exists.
-func (r *Repository[T]) exists(ctx context.Context, id any) (bool, error) {
-	db, _ := r.conn(ctx)
-	var v int64
-	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.versionSQL, id).Scan(&v)
+// currentVersion reads the version of record id; found is false when it
+// does not exist.
+func (r *Repository[T]) currentVersion(ctx context.Context, db *gorm.DB, id any) (version int64, found bool, err error) {
+	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.versionSQL, id).Scan(&version)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
+		return 0, false, nil
 	case err != nil:
-		return false, fmt.Errorf("%s: id=%v: %w", r.m.table, id, locking.Classify(err))
+		return 0, false, fmt.Errorf("%s: id=%v: reading its version: %w", r.m.table, id, locking.Classify(err))
 	}
-	return true, nil
+	return version, true, nil
 }
 
 // checkAffected turns "no row matched" into StaleDataError or NotFoundError
@@ -179,13 +178,12 @@ func (r *Repository[T]) checkAffected(ctx context.Context, db *gorm.DB, res sql.
 		// model declares; the statement is already applied.
 		return fmt.Errorf("%s: %s id=%v matched %d rows: the table's primary key %s is not unique", r.m.table, op, id, n, r.m.pk.DBName)
 	}
-	var actual int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.versionSQL, id).Scan(&actual)
+	actual, found, err := r.currentVersion(ctx, db, id)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return &locking.NotFoundError{Table: r.m.table, ID: id}
 	case err != nil:
-		return fmt.Errorf("%s: %s id=%v matched no row; reading its version failed: %w", r.m.table, op, id, locking.Classify(err))
+		return fmt.Errorf("%s: %s matched no row: %w", r.m.table, op, err)
+	case !found:
+		return &locking.NotFoundError{Table: r.m.table, ID: id}
 	}
 	return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
 }
