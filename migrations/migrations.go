@@ -1,6 +1,7 @@
 // Package migrations holds gormlock's versioned SQL migrations, one folder per
 // supported dialect (sqlite/, postgres/), embedded in the binary and applied
-// with pressly/goose. Version 1 creates the example models' tables.
+// with pressly/goose. Version 1 creates the example models' tables (accounts,
+// documents); version 2 the work-queue example's (jobs).
 //
 //	if err := migrations.Up(ctx, db); err != nil { ... }
 //

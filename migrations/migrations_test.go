@@ -36,9 +36,12 @@ func requireVersion(t *testing.T, db *gorm.DB, want int64) {
 	require.Equal(t, want, v)
 }
 
+// latest is the newest migration version.
+const latest = 2
+
 func requireTables(t *testing.T, db *gorm.DB, want bool) {
 	t.Helper()
-	for _, table := range []string{"accounts", "documents"} {
+	for _, table := range []string{"accounts", "documents", "jobs"} {
 		require.Equal(t, want, db.Migrator().HasTable(table), "table %s exists", table)
 	}
 }
@@ -58,14 +61,14 @@ func TestUpDownUp(t *testing.T) {
 
 		require.NoError(t, migrations.Up(ctx, db))
 		requireTables(t, db, true)
-		requireVersion(t, db, 1)
+		requireVersion(t, db, latest)
 
 		// A second Up applies nothing: the data survives and goose records nothing new.
 		require.NoError(t, db.Exec(`INSERT INTO accounts (owner, balance, frozen, version, created_at, updated_at)
 			VALUES ('ada', 5, FALSE, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`).Error)
 		records := count(t, db, `SELECT count(*) FROM goose_db_version`)
 		require.NoError(t, migrations.Up(ctx, db))
-		requireVersion(t, db, 1)
+		requireVersion(t, db, latest)
 		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM accounts`))
 		assert.Equal(t, records, count(t, db, `SELECT count(*) FROM goose_db_version`))
 
@@ -79,7 +82,7 @@ func TestUpDownUp(t *testing.T) {
 
 		require.NoError(t, migrations.Up(ctx, db))
 		requireTables(t, db, true)
-		requireVersion(t, db, 1)
+		requireVersion(t, db, latest)
 		assert.Equal(t, int64(0), count(t, db, `SELECT count(*) FROM accounts`))
 	})
 }
@@ -278,11 +281,13 @@ func TestFS(t *testing.T) {
 			for _, e := range entries {
 				names = append(names, e.Name())
 			}
-			assert.Equal(t, []string{"00001_example_models.sql"}, names)
-			body, err := fs.ReadFile(fsys, "00001_example_models.sql")
-			require.NoError(t, err)
-			assert.Contains(t, string(body), "-- +goose Up")
-			assert.Contains(t, string(body), "-- +goose Down")
+			assert.Equal(t, []string{"00001_example_models.sql", "00002_jobs.sql"}, names)
+			for _, name := range names {
+				body, err := fs.ReadFile(fsys, name)
+				require.NoError(t, err)
+				assert.Contains(t, string(body), "-- +goose Up", name)
+				assert.Contains(t, string(body), "-- +goose Down", name)
+			}
 		})
 	}
 

@@ -69,3 +69,24 @@ func (a *Attributes) Scan(src any) error {
 	*a = m
 	return nil
 }
+
+// Job is an example work-queue entry: workers claim pending jobs (Claim,
+// SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL), run them and mark them
+// done in the same transaction. Its table is created by the migrations.
+type Job struct {
+	Model
+	Queue   string `gorm:"column:queue;not null" json:"queue"`
+	Payload string `gorm:"column:payload;not null" json:"payload"`
+	Status  string `gorm:"column:status;not null" json:"status"` // JobPending or JobDone
+	Runs    int64  `gorm:"column:runs;not null" json:"runs"`     // how many times a worker ran it
+	DoneBy  string `gorm:"column:done_by;not null" json:"done_by"`
+}
+
+// TableName pins the table name.
+func (Job) TableName() string { return "jobs" }
+
+// Job statuses.
+const (
+	JobPending = "pending"
+	JobDone    = "done"
+)
