@@ -3,6 +3,7 @@ package locking
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Match them with errors.Is; the concrete error returned is
@@ -128,3 +129,46 @@ func (e *DatabaseError) Error() string {
 
 // Unwrap returns Kind and the driver error.
 func (e *DatabaseError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// BatchError reports a batch of guarded writes in which some records did not
+// match: nothing of the batch was written. Failed holds one error per failing
+// record, in the order the batch wrote them (primary-key order): a
+// *StaleDataError for a record at another version, a *NotFoundError for one
+// that is gone. errors.Is(err, ErrStaleData) is true when any record was
+// stale, errors.Is(err, ErrNotFound) when any was gone, and errors.As reaches
+// each record's error.
+type BatchError struct {
+	Table  string
+	Op     string  // "update"
+	Total  int     // records in the batch
+	Failed []error // the failing records' errors, in write order
+}
+
+// IDs returns the primary keys of the failing records, in write order.
+func (e *BatchError) IDs() []any {
+	ids := make([]any, 0, len(e.Failed))
+	for _, err := range e.Failed {
+		var stale *StaleDataError
+		var missing *NotFoundError
+		switch {
+		case errors.As(err, &stale):
+			ids = append(ids, stale.ID)
+		case errors.As(err, &missing):
+			ids = append(ids, missing.ID)
+		}
+	}
+	return ids
+}
+
+// Error implements error.
+func (e *BatchError) Error() string {
+	msgs := make([]string, len(e.Failed))
+	for i, err := range e.Failed {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("gormlock: batch %s of %d %s records wrote nothing: %d did not match (ids %v): %s",
+		e.Op, e.Total, e.Table, len(e.Failed), e.IDs(), strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the failing records' errors.
+func (e *BatchError) Unwrap() []error { return e.Failed }

@@ -163,3 +163,20 @@ func TestInvalid(t *testing.T) {
 	plain := locking.Invalid("no arguments")
 	assert.Equal(t, "gormlock: invalid argument: no arguments", plain.Error())
 }
+
+func TestBatchError(t *testing.T) {
+	err := error(&locking.BatchError{Table: "accounts", Op: "update", Total: 50, Failed: []error{
+		&locking.NotFoundError{Table: "accounts", ID: int64(3)},
+		&locking.StaleDataError{Table: "accounts", ID: int64(7), Expected: 1, Actual: 2, Op: "update"},
+	}})
+	require.ErrorIs(t, err, locking.ErrStaleData)
+	require.ErrorIs(t, err, locking.ErrNotFound)
+	var be *locking.BatchError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, []any{int64(3), int64(7)}, be.IDs())
+	assert.Equal(t, "gormlock: batch update of 50 accounts records wrote nothing: 2 did not match (ids [3 7]): "+
+		"gormlock: record not found: accounts id=3; gormlock: stale data: update accounts id=7 expected version 1, found 2", err.Error())
+
+	onlyStale := &locking.BatchError{Failed: []error{&locking.StaleDataError{ID: 1}}}
+	require.NotErrorIs(t, onlyStale, locking.ErrNotFound)
+}

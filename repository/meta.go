@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -28,13 +29,16 @@ type meta struct {
 	createdAt *schema.Field // nil when the model has none
 	updatedAt *schema.Field // nil when the model has none
 	setCols   []*schema.Field
+	caps      dialect.Caps
 
 	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
+	bumpSQL    string // SET version, [updated_at] WHERE pk AND version
 	deleteSQL  string // WHERE pk AND version
 	versionSQL string // SELECT version WHERE pk
+	// writeLockSQL is a write that changes nothing, run to take SQLite's
+	// write lock in a transaction that may not hold it yet.
+	writeLockSQL string
 }
-
-var supportedDialects = map[string]bool{"sqlite": true, "postgres": true}
 
 // buildMeta parses T with GORM's schema parser and prepares the SQL of the
 // guarded statements, quoted and with the dialect's placeholders.
@@ -45,15 +49,16 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		return nil, locking.Invalid("repository: type %v is not a struct", typ)
 	}
 	name := db.Dialector.Name()
-	if !supportedDialects[name] {
-		return nil, fmt.Errorf("%w: repository: dialect %q (gormlock supports sqlite and postgres)", locking.ErrNotSupported, name)
+	caps, ok := dialect.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: repository: dialect %q (gormlock supports %s)", locking.ErrNotSupported, name, strings.Join(dialect.Names(), " and "))
 	}
 	parse := &gorm.Statement{DB: db}
 	if err := parse.Parse(&zero); err != nil {
 		return nil, fmt.Errorf("repository: parse %v: %w", typ, err)
 	}
 	s := parse.Schema
-	m := &meta{schema: s, table: s.Table}
+	m := &meta{schema: s, table: s.Table, caps: caps}
 
 	// The columns, one field each: when an outer field shadows an embedded
 	// one of the same column, only the outer (GORM's winner) is used.
@@ -137,14 +142,13 @@ func (m *meta) buildSQL(db *gorm.DB) {
 	for _, f := range m.setCols {
 		w.eq(f.DBName).str(", ")
 	}
-	w.eq(m.version.DBName)
-	if m.updatedAt != nil {
-		w.str(", ").eq(m.updatedAt.DBName)
-	}
-	m.updateSQL = w.guard(m).String()
+	m.updateSQL = w.setVersion(m).guard(m).String()
+	m.bumpSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).String()
 	m.deleteSQL = w.reset("DELETE FROM ").quote(m.table).guard(m).String()
 	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
 		str(" WHERE ").eq(m.pk.DBName).String()
+	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
+		quote(m.version.DBName).str(" WHERE 0 = 1").String()
 }
 
 // sqlWriter writes one statement with the dialect's quoting and numbered
@@ -170,6 +174,15 @@ func (w *sqlWriter) eq(col string) *sqlWriter {
 	w.quote(col).str(" = ")
 	w.stmt.Vars = append(w.stmt.Vars, nil)
 	w.db.Dialector.BindVarTo(w, &w.stmt, nil)
+	return w
+}
+
+// setVersion writes "version" = ?[, "updated_at" = ?].
+func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
+	w.eq(m.version.DBName)
+	if m.updatedAt != nil {
+		w.str(", ").eq(m.updatedAt.DBName)
+	}
 	return w
 }
 

@@ -12,16 +12,20 @@ import (
 // The guarded statements are built once, quoted, with the dialect's
 // placeholders, and write every updatable column.
 func TestGuardedSQL(t *testing.T) {
-	want := map[string][3]string{
+	want := map[string][5]string{
 		"sqlite": {
 			"UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 			"DELETE FROM `accounts` WHERE `id` = ? AND `version` = ?",
 			"SELECT `version` FROM `accounts` WHERE `id` = ?",
+			"UPDATE `accounts` SET `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
+			"UPDATE `accounts` SET `version` = `version` WHERE 0 = 1",
 		},
 		"postgres": {
 			`UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = $4, "updated_at" = $5 WHERE "id" = $6 AND "version" = $7`,
 			`DELETE FROM "accounts" WHERE "id" = $1 AND "version" = $2`,
 			`SELECT "version" FROM "accounts" WHERE "id" = $1`,
+			`UPDATE "accounts" SET "version" = $1, "updated_at" = $2 WHERE "id" = $3 AND "version" = $4`,
+			`UPDATE "accounts" SET "version" = "version" WHERE 0 = 1`,
 		},
 	}
 	wantDoc := map[string]string{
@@ -32,7 +36,7 @@ func TestGuardedSQL(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			r, err := New[models.Account](testdb.Open(t, d))
 			require.NoError(t, err)
-			require.Equal(t, want[d], [3]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL})
+			require.Equal(t, want[d], [5]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL, r.m.bumpSQL, r.m.writeLockSQL})
 			docs, err := New[models.Document](testdb.Open(t, d))
 			require.NoError(t, err)
 			require.Equal(t, wantDoc[d], docs.m.updateSQL)

@@ -15,6 +15,7 @@ type MutateOption func(*mutateConfig) error
 type mutateConfig struct {
 	retry    locking.RetryPolicy
 	attempts *int
+	lock     []LockOption // MutateLocked only
 }
 
 // Retry sets the retry policy of this call, overriding the repository's. An
@@ -115,6 +116,9 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.lock) > 0 {
+		return nil, locking.Invalid("%s: Locking options apply to MutateLocked; Mutate and Upsert take no locks", r.m.table)
+	}
 	var out *T
 	attempts := 0
 	err = locking.OnError(ctx, cfg.retry, isConflict, func(ctx context.Context) error {
@@ -135,14 +139,8 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 		default:
 			return err
 		}
-		rv := reflect.ValueOf(e).Elem()
-		key, _ := r.idOf(ctx, rv)
-		version := r.versionOf(ctx, rv)
-		if err := mutate(e); err != nil {
-			return &abortError{err}
-		}
-		if k, _ := r.idOf(ctx, rv); !reflect.DeepEqual(k, key) || r.versionOf(ctx, rv) != version {
-			return &abortError{locking.Invalid("%s: id=%v: the mutate function changed the primary key or the version; it may change only other fields", r.m.table, id)}
+		if err := r.applyFn(ctx, e, id, mutate); err != nil {
+			return err
 		}
 		if created {
 			err = r.createInSavepoint(ctx, e)

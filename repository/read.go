@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/locking"
@@ -87,6 +88,20 @@ func Offset(n int) FindOption {
 // gives an empty slice and no error. An unknown OrderBy column or a bad Limit
 // or Offset gives an error matching locking.ErrInvalidArgument before any I/O.
 func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, error) {
+	db, _ := r.conn(ctx)
+	tx, err := r.findQuery(db.WithContext(ctx), opts)
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	if err := tx.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("%s: Find: %w", r.m.table, locking.Classify(err))
+	}
+	return out, nil
+}
+
+// findQuery applies the FindOptions to tx.
+func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, error) {
 	var q findQuery
 	for _, opt := range opts {
 		if opt == nil {
@@ -106,8 +121,7 @@ func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, erro
 	}
 	order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}})
 
-	db, _ := r.conn(ctx)
-	tx := db.WithContext(ctx).Clauses(clause.OrderBy{Columns: order})
+	tx = tx.Clauses(clause.OrderBy{Columns: order})
 	for _, w := range q.where {
 		tx = tx.Where(w)
 	}
@@ -117,9 +131,5 @@ func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, erro
 	if q.offset > 0 {
 		tx = tx.Offset(q.offset)
 	}
-	out := []T{}
-	if err := tx.Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("%s: Find: %w", r.m.table, locking.Classify(err))
-	}
-	return out, nil
+	return tx, nil
 }

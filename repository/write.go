@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"time"
 
 	"gorm.io/gorm"
@@ -83,32 +84,146 @@ func (r *Repository[T]) Update(ctx context.Context, e *T) error {
 	if err != nil {
 		return err
 	}
-	t := now()
+	db, _ := r.conn(ctx)
+	tv, err := r.execWrite(ctx, db, r.m.updateSQL, rv, id, expected, "Update")
+	if err != nil {
+		return err
+	}
+	return r.written(ctx, rv, id, expected, tv)
+}
+
+// ForceIncrement advances e's version by one (and sets its update time)
+// without writing any other column, guarded like Update: UPDATE ... SET
+// version = version + 1 WHERE pk = ? AND version = ?. Use it for an aggregate
+// root whose children changed, so that a concurrent writer of the root, or
+// an HTTP client holding the root's ETag, sees the change. Errors are those
+// of Update; on error e is left as it was. Other fields of e are not written,
+// even if they were changed in memory.
+func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T) error {
+	rv, err := r.entityValue(e)
+	if err != nil {
+		return err
+	}
+	id, expected, err := r.guardOf(ctx, rv, "ForceIncrement")
+	if err != nil {
+		return err
+	}
+	db, _ := r.conn(ctx)
+	tv, err := r.execWrite(ctx, db, r.m.bumpSQL, rv, id, expected, "ForceIncrement")
+	if err != nil {
+		return err
+	}
+	return r.written(ctx, rv, id, expected, tv)
+}
+
+// execWrite runs one guarded UPDATE of the record in rv (query is updateSQL,
+// or bumpSQL for ForceIncrement) and returns the update time it wrote,
+// without changing the entity. No matching row gives a
+// *locking.StaleDataError or a *locking.NotFoundError, unwrapped.
+func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string, rv reflect.Value, id any, expected int64, method string) (any, error) {
+	op := "update"
 	args := make([]any, 0, len(r.m.setCols)+4)
-	for _, f := range r.m.setCols {
-		v, _ := f.ValueOf(ctx, rv)
-		args = append(args, v)
+	if query == r.m.bumpSQL {
+		op = "force increment"
+	} else {
+		for _, f := range r.m.setCols {
+			v, _ := f.ValueOf(ctx, rv)
+			args = append(args, v)
+		}
 	}
 	args = append(args, expected+1)
 	var tv any
 	if r.m.updatedAt != nil {
-		tv = timeValue(r.m.updatedAt, t)
+		tv = timeValue(r.m.updatedAt, now())
 		args = append(args, tv)
 	}
 	args = append(args, id, expected)
-
-	db, _ := r.conn(ctx)
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.updateSQL, args...)
+	res, err := db.Statement.ConnPool.ExecContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("%s: Update id=%v: %w", r.m.table, id, r.translate(err, id))
+		return nil, fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, r.translate(err, id))
 	}
-	if err := r.checkAffected(ctx, db, res, id, expected, "update"); err != nil {
-		return err
-	}
+	return tv, r.checkAffected(ctx, db, res, id, expected, op)
+}
+
+// written records a successful guarded write in the entity: its new version
+// and update time.
+func (r *Repository[T]) written(ctx context.Context, rv reflect.Value, id any, expected int64, tv any) error {
 	r.setVersion(ctx, rv, expected+1)
 	if r.m.updatedAt != nil {
 		if err := r.m.updatedAt.Set(ctx, rv, tv); err != nil {
-			return fmt.Errorf("%s: Update id=%v: written, but setting %s in memory failed: %w", r.m.table, id, r.m.updatedAt.Name, err)
+			return fmt.Errorf("%s: id=%v: written, but setting %s in memory failed: %w", r.m.table, id, r.m.updatedAt.Name, err)
+		}
+	}
+	return nil
+}
+
+// UpdateMany is Update for a batch, all or nothing: it writes every entity
+// with its own guarded statement inside one transaction (a savepoint when ctx
+// already carries one), in primary-key order so that two batches over the
+// same records never deadlock. When any record is stale or gone, nothing is
+// written and the error is a *locking.BatchError listing exactly those
+// records (it matches locking.ErrStaleData and/or locking.ErrNotFound); no
+// entity is changed in memory. On success every entity is at its new version.
+// A nil entity, an entity that Update would refuse, or the same record twice
+// gives an error matching locking.ErrInvalidArgument before any I/O. An empty
+// batch does nothing.
+//
+// A single UPDATE of many rows (GORM's Model(...).Where(...).Updates) would
+// skip the version check of each record; UpdateMany never does.
+func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
+	if len(entities) == 0 {
+		return nil
+	}
+	type row struct {
+		rv       reflect.Value
+		id       any
+		expected int64
+		tv       any
+	}
+	rows := make([]row, len(entities))
+	for i, e := range entities {
+		if e == nil {
+			return locking.Invalid("%s: UpdateMany: entity %d is nil", r.m.table, i)
+		}
+		rv := reflect.ValueOf(e).Elem()
+		id, expected, err := r.guardOf(ctx, rv, "UpdateMany")
+		if err != nil {
+			return err
+		}
+		rows[i] = row{rv: rv, id: id, expected: expected}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return compareKeys(rows[i].id, rows[j].id) < 0 })
+	for i := 1; i < len(rows); i++ {
+		if compareKeys(rows[i-1].id, rows[i].id) == 0 {
+			return locking.Invalid("%s: UpdateMany: id=%v appears twice in the batch", r.m.table, rows[i].id)
+		}
+	}
+	err := RunInTx(ctx, r.db, func(ctx context.Context) error {
+		db, _ := r.conn(ctx)
+		var failed []error
+		for i := range rows {
+			tv, err := r.execWrite(ctx, db, r.m.updateSQL, rows[i].rv, rows[i].id, rows[i].expected, "UpdateMany")
+			var stale *locking.StaleDataError
+			var missing *locking.NotFoundError
+			switch {
+			case errors.As(err, &stale) || errors.As(err, &missing):
+				failed = append(failed, err)
+			case err != nil:
+				return err
+			}
+			rows[i].tv = tv
+		}
+		if len(failed) > 0 {
+			return &locking.BatchError{Table: r.m.table, Op: "update", Total: len(rows), Failed: failed}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		if err := r.written(ctx, row.rv, row.id, row.expected, row.tv); err != nil {
+			return err
 		}
 	}
 	return nil

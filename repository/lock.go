@@ -1,0 +1,517 @@
+package repository
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// LockOption adjusts a locked read: what happens when another transaction
+// holds the lock, and which lock to take.
+type LockOption func(*lockConfig) error
+
+type lockConfig struct {
+	nowait  bool
+	timeout time.Duration
+	shared  bool
+}
+
+// NoWait makes a locked read fail at once, with an error matching
+// locking.ErrLocked, when another transaction holds the lock, instead of
+// waiting for it (SELECT ... FOR UPDATE NOWAIT on PostgreSQL; on SQLite, a
+// write lock held by another connection).
+func NoWait() LockOption {
+	return func(c *lockConfig) error {
+		c.nowait = true
+		return nil
+	}
+}
+
+// LockTimeout makes a locked read wait at most about d for a lock another
+// transaction holds, and then fail with an error matching
+// locking.ErrLockTimeout. On PostgreSQL it sets lock_timeout for the locked
+// read only (transaction-local, restored afterwards); on SQLite it bounds the
+// wait for the write lock (busy_timeout). d must be positive; it is rounded up
+// to whole milliseconds.
+func LockTimeout(d time.Duration) LockOption {
+	return func(c *lockConfig) error {
+		if d <= 0 {
+			return locking.Invalid("LockTimeout must be positive, got %v", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// ForShare takes a shared lock (SELECT ... FOR SHARE) instead of an exclusive
+// one: other transactions may also read the rows with ForShare, but nobody
+// can change them until the transaction ends. SQLite cannot do this: there it
+// is an error matching locking.ErrNotSupported.
+func ForShare() LockOption {
+	return func(c *lockConfig) error {
+		c.shared = true
+		return nil
+	}
+}
+
+// Locking passes lock options to MutateLocked.
+func Locking(opts ...LockOption) MutateOption {
+	return func(c *mutateConfig) error {
+		c.lock = append(c.lock, opts...)
+		return nil
+	}
+}
+
+// lockConfig applies opts and checks them against the database's
+// capabilities, so an option the database cannot honour is an error, never
+// dropped.
+func (r *Repository[T]) lockConfig(opts []LockOption) (lockConfig, error) {
+	var c lockConfig
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return c, err
+		}
+	}
+	if c.nowait && c.timeout > 0 {
+		return c, locking.Invalid("%s: NoWait and LockTimeout exclude each other", r.m.table)
+	}
+	for _, want := range []struct {
+		on bool
+		f  dialect.Feature
+	}{{true, dialect.RowLock}, {c.shared, dialect.SharedLock}, {c.nowait, dialect.NoWait}, {c.timeout > 0, dialect.LockTimeout}} {
+		if want.on {
+			if err := r.m.caps.Check(want.f); err != nil {
+				return c, fmt.Errorf("%s: %w", r.m.table, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// lockTx returns the transaction of ctx, or an error saying that a locked
+// read needs one: a lock taken outside a transaction would end with its
+// statement, protecting nothing.
+func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, error) {
+	db, inTx := r.conn(ctx)
+	if !inTx {
+		return nil, locking.Invalid("%s: %s needs a transaction: a row lock lasts until the transaction ends, so call it inside RunInTx (or use MutateLocked, which runs its own)", r.m.table, method)
+	}
+	return db, nil
+}
+
+// GetLocked reads record id and locks it until the transaction in ctx ends:
+// SELECT ... FOR UPDATE on PostgreSQL (FOR SHARE with ForShare). On SQLite,
+// which has no row locks, it takes the database's write lock instead, which
+// keeps every other writer out until the transaction ends; it never reads
+// without a lock.
+//
+// ctx must carry a transaction from RunInTx; without one GetLocked returns an
+// error matching locking.ErrInvalidArgument. By default it waits for a lock
+// another transaction holds; NoWait fails at once with locking.ErrLocked and
+// LockTimeout gives up with locking.ErrLockTimeout. On PostgreSQL a failed
+// locked read aborts the transaction: return the error from RunInTx's
+// function. A missing record gives an error matching locking.ErrNotFound.
+//
+// Writes of the locked record still go through Update, so its version
+// advances and optimistic readers elsewhere see the change.
+func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOption) (*T, error) {
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := r.lockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	db, err := r.lockTx(ctx, "GetLocked")
+	if err != nil {
+		return nil, err
+	}
+	var e T
+	if err := r.lockedRead(ctx, db, lc, func(q *gorm.DB) error { return q.Take(&e, r.m.pkEq(id)).Error }); err != nil {
+		return nil, fmt.Errorf("%s: GetLocked id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
+	}
+	return &e, nil
+}
+
+// GetManyLocked is GetLocked for several records: it locks them all in one
+// statement, in primary-key order, and returns them in that order. Because
+// every caller takes the locks in the same order, two transactions locking
+// the same records — whatever order their ids are given in — never deadlock.
+// Duplicate ids are locked once. When some ids do not exist, nothing is
+// returned and the error matches locking.ErrNotFound and names them; the
+// records that exist stay locked until the transaction ends. No ids returns
+// an empty slice.
+func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...LockOption) ([]T, error) {
+	keys := make([]any, 0, len(ids))
+	for _, id := range ids {
+		k, err := r.m.normalizeID(id)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return compareKeys(keys[i], keys[j]) < 0 })
+	keys = dedupSorted(keys)
+	lc, err := r.lockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	db, err := r.lockTx(ctx, "GetManyLocked")
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	pk := clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}
+	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB) error {
+		return q.Where(clause.IN{Column: pk, Values: keys}).
+			Clauses(clause.OrderBy{Columns: []clause.OrderByColumn{{Column: pk}}}).
+			Find(&out).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: GetManyLocked: %w", r.m.table, r.lockError(lc, err, nil))
+	}
+	if len(out) < len(keys) {
+		found := make(map[any]bool, len(out))
+		for i := range out {
+			k, _ := r.idOf(ctx, reflect.ValueOf(&out[i]).Elem())
+			found[k] = true
+		}
+		var missing []any
+		for _, k := range keys {
+			if !found[k] {
+				missing = append(missing, k)
+			}
+		}
+		return nil, fmt.Errorf("%s: GetManyLocked: %d of %d ids not found %v: %w", r.m.table, len(missing), len(keys), missing,
+			&locking.NotFoundError{Table: r.m.table, ID: missing[0]})
+	}
+	return out, nil
+}
+
+func dedupSorted(keys []any) []any {
+	out := keys[:0]
+	for i, k := range keys {
+		if i == 0 || compareKeys(keys[i-1], k) != 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Claim locks and returns up to n records matching opts that no other
+// transaction has locked, skipping the locked ones instead of waiting
+// (SELECT ... FOR UPDATE SKIP LOCKED): the work-queue read, where several
+// workers each take different rows. opts are Find's (Where, OrderBy); n
+// replaces any Limit. The records stay locked until the transaction in ctx
+// ends, so the worker changes them (marks them done) in the same transaction.
+// Fewer than n records, or none, is not an error.
+//
+// ctx must carry a transaction. SQLite has no row locks to skip: there Claim
+// returns an error matching locking.ErrNotSupported.
+func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([]T, error) {
+	if n <= 0 {
+		return nil, locking.Invalid("%s: Claim: n must be positive, got %d", r.m.table, n)
+	}
+	if err := r.m.caps.Check(dialect.SkipLocked); err != nil {
+		return nil, fmt.Errorf("%s: Claim: %w", r.m.table, err)
+	}
+	db, err := r.lockTx(ctx, "Claim")
+	if err != nil {
+		return nil, err
+	}
+	q, err := r.findQuery(db.WithContext(ctx), append(opts[:len(opts):len(opts)], Limit(n)))
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	if err := q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked}).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("%s: Claim: %w", r.m.table, locking.Classify(err))
+	}
+	return out, nil
+}
+
+// lockedRead runs read with the lock lc asks for, the way the database
+// provides it (see internal/dialect).
+func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(*gorm.DB) error) error {
+	switch r.m.caps.How(dialect.RowLock) {
+	case dialect.Native:
+		lock := clause.Locking{Strength: clause.LockingStrengthUpdate}
+		if lc.shared {
+			lock.Strength = clause.LockingStrengthShare
+		}
+		if lc.nowait {
+			lock.Options = clause.LockingOptionsNoWait
+		}
+		var old string
+		if lc.timeout > 0 {
+			var set string
+			err := db.Statement.ConnPool.QueryRowContext(ctx, pgSetLockTimeout, millis(lc.timeout)).Scan(&old, &set)
+			if err != nil {
+				return fmt.Errorf("setting lock_timeout: %w", err)
+			}
+		}
+		if err := read(db.WithContext(ctx).Clauses(lock)); err != nil {
+			return err // the transaction is aborted: no need to restore
+		}
+		if lc.timeout > 0 {
+			if _, err := db.Statement.ConnPool.ExecContext(ctx, pgRestoreLockTimeout, old); err != nil {
+				return fmt.Errorf("restoring lock_timeout: %w", err)
+			}
+		}
+		return nil
+	case dialect.WriteLock:
+		if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
+			return err
+		}
+		return read(db.WithContext(ctx))
+	}
+	return r.m.caps.Check(dialect.RowLock)
+}
+
+const (
+	// pgSetLockTimeout sets lock_timeout for the rest of the transaction
+	// and returns the value before. The materialized CTE is read first, so
+	// the old value is read before set_config changes it.
+	pgSetLockTimeout = `WITH old AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v) ` +
+		`SELECT v, set_config('lock_timeout', $1, true) FROM old`
+	pgRestoreLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
+)
+
+// millis renders d as whole milliseconds, rounded up, for lock_timeout.
+func millis(d time.Duration) string {
+	return strconv.FormatInt(busyMillis(d), 10) + "ms"
+}
+
+func busyMillis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(ms), 1)
+}
+
+// takeWriteLock makes SQLite's transaction on pool hold the database's write
+// lock, with a write that changes nothing: a no-op when the transaction
+// began IMMEDIATE (opendb's default), the lock acquisition otherwise. With
+// NoWait or LockTimeout the wait for the lock is bounded by setting the
+// connection's busy_timeout for the acquisition and restoring it after.
+func (r *Repository[T]) takeWriteLock(ctx context.Context, pool gorm.ConnPool, lc lockConfig) (err error) {
+	if wait, bounded := lc.busyTimeout(); bounded {
+		restore, err := setBusyTimeout(ctx, pool, wait)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, restore()) }()
+	}
+	_, err = pool.ExecContext(ctx, r.m.writeLockSQL)
+	return err
+}
+
+// busyTimeout returns the SQLite busy_timeout, in milliseconds, that bounds
+// the wait for the write lock, and whether the call bounds it at all.
+func (c lockConfig) busyTimeout() (int64, bool) {
+	switch {
+	case c.nowait:
+		return 0, true
+	case c.timeout > 0:
+		return busyMillis(c.timeout), true
+	}
+	return 0, false
+}
+
+// setBusyTimeout sets SQLite's busy_timeout on the connection behind pool
+// (a transaction or a dedicated connection) and returns the function that
+// restores the old value.
+func setBusyTimeout(ctx context.Context, pool gorm.ConnPool, ms int64) (func() error, error) {
+	var old int64
+	if err := pool.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&old); err != nil {
+		return nil, fmt.Errorf("reading busy_timeout: %w", locking.Classify(err))
+	}
+	if _, err := pool.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(ms, 10)); err != nil {
+		return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+	}
+	return func() error {
+		// Restore even when ctx is cancelled: the connection outlives the call.
+		if _, err := pool.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = "+strconv.FormatInt(old, 10)); err != nil {
+			return fmt.Errorf("restoring busy_timeout: %w", locking.Classify(err))
+		}
+		return nil
+	}, nil
+}
+
+// lockError classifies err from a locked read; when the caller set a lock
+// timeout, "lock not available" is reported as locking.ErrLockTimeout
+// (PostgreSQL uses one code, 55P03, for NOWAIT and for lock_timeout; SQLite
+// one, SQLITE_BUSY, for every lock it could not get).
+func (r *Repository[T]) lockError(lc lockConfig, err error, id any) error {
+	err = r.translate(err, id)
+	var de *locking.DatabaseError
+	if lc.timeout > 0 && errors.As(err, &de) && errors.Is(de.Kind, locking.ErrLocked) {
+		return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err}
+	}
+	return err
+}
+
+// MutateLocked is the pessimistic counterpart of Mutate: in one transaction
+// it locks record id (GetLocked), calls fn to change it in memory, writes it
+// with Update (so its version still advances and optimistic readers see the
+// change) and commits. No other writer can change the record between the
+// read and the write, so it never fails with stale data; concurrent callers
+// on the same record queue up on the lock instead of retrying.
+//
+// Lock options are passed with Locking: Locking(NoWait()) fails at once with
+// locking.ErrLocked when another transaction holds the lock,
+// Locking(LockTimeout(d)) gives up with locking.ErrLockTimeout; ForShare is
+// refused (a shared lock would deadlock on the write). A deadlock or
+// serialization failure the database reports anyway is retried from a fresh
+// transaction under the retry policy (Retry, or the repository's); lock
+// contention errors (ErrLocked, ErrLockTimeout) are returned, not retried.
+//
+// When ctx already carries a transaction, MutateLocked runs in it, takes the
+// lock until that transaction ends, and does not retry (a deadlock aborts the
+// caller's whole transaction: retry it around RunInTx, e.g. with
+// locking.OnError and locking.IsRetryable).
+//
+// fn follows Mutate's rules: it must change neither the key nor the version,
+// and its error is returned unwrapped, with nothing written.
+func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
+	if fn == nil {
+		return nil, locking.Invalid("%s: MutateLocked: fn is nil", r.m.table)
+	}
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.mutateConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := r.lockConfig(cfg.lock)
+	if err != nil {
+		return nil, err
+	}
+	if lc.shared {
+		return nil, locking.Invalid("%s: MutateLocked: ForShare cannot be used to write; MutateLocked takes an exclusive lock", r.m.table)
+	}
+	var out *T
+	attempt := func(ctx context.Context) error {
+		e, err := r.GetLocked(ctx, id, cfg.lock...)
+		if err != nil {
+			return err
+		}
+		if err := r.applyFn(ctx, e, id, fn); err != nil {
+			return err
+		}
+		if err := r.Update(ctx, e); err != nil {
+			return err
+		}
+		out = e
+		return nil
+	}
+	attempts := 0
+	if _, inTx := r.conn(ctx); inTx {
+		attempts = 1
+		err = attempt(ctx)
+	} else {
+		err = locking.OnError(ctx, cfg.retry, isLockRetryable, func(ctx context.Context) error {
+			attempts++
+			return r.lockedTx(ctx, lc, attempt)
+		})
+	}
+	if cfg.attempts != nil {
+		*cfg.attempts = attempts
+	}
+	if ae, ok := err.(*abortError); ok {
+		return nil, ae.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// applyFn calls the caller's fn on e, marking its error as an abort and
+// refusing a change of the key or version.
+func (r *Repository[T]) applyFn(ctx context.Context, e *T, id any, fn func(*T) error) error {
+	rv := reflect.ValueOf(e).Elem()
+	key, _ := r.idOf(ctx, rv)
+	version := r.versionOf(ctx, rv)
+	if err := fn(e); err != nil {
+		return &abortError{err}
+	}
+	if k, _ := r.idOf(ctx, rv); !reflect.DeepEqual(k, key) || r.versionOf(ctx, rv) != version {
+		return &abortError{locking.Invalid("%s: id=%v: the function changed the primary key or the version; it may change only other fields", r.m.table, id)}
+	}
+	return nil
+}
+
+// isLockRetryable reports whether a locked read-modify-write may run again:
+// the database broke a deadlock or a serialization conflict by aborting it.
+func isLockRetryable(err error) bool {
+	if _, ok := err.(*abortError); ok {
+		return false
+	}
+	if errors.Is(err, locking.ErrCommitUnknown) {
+		return false
+	}
+	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
+}
+
+// lockedTx runs fn in a transaction on a dedicated connection. On SQLite
+// with NoWait or LockTimeout, the connection's busy_timeout is bounded before
+// BEGIN (which takes the write lock when the database was opened with
+// _txlock=immediate) and restored before the connection goes back to the
+// pool; a connection whose setting cannot be restored is discarded.
+func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) (err error) {
+	conn, err := r.sqlDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: MutateLocked: %w", r.m.table, locking.Classify(err))
+	}
+	defer conn.Close()
+	if wait, bounded := lc.busyTimeout(); bounded && r.m.caps.How(dialect.RowLock) == dialect.WriteLock {
+		restore, err := setBusyTimeout(ctx, conn, wait)
+		if err != nil {
+			return fmt.Errorf("%s: MutateLocked: %w", r.m.table, err)
+		}
+		defer func() {
+			if rerr := restore(); rerr != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // drop it from the pool
+			}
+		}()
+	}
+	sqlTx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: MutateLocked: begin: %w", r.m.table, r.lockError(lc, err, nil))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = sqlTx.Rollback()
+		}
+	}()
+	tx := r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	tx.Statement.ConnPool = sqlTx
+	if err := fn(context.WithValue(ctx, txKey{}, &txState{sqlDB: r.sqlDB, tx: tx})); err != nil {
+		return err
+	}
+	committed = true
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("%s: MutateLocked: commit: %w", r.m.table, locking.ClassifyCommit(err))
+	}
+	return nil
+}

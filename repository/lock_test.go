@@ -1,0 +1,639 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/migrations"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/opendb"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// holder keeps record id locked in a transaction of its own until release
+// is called; release commits and waits for the commit.
+type holder struct {
+	pid      int64 // PostgreSQL backend of the holding transaction
+	release  chan struct{}
+	done     chan error
+	commitAt atomic.Int64 // event number of the commit, see seq
+	stopOnce sync.Once
+	err      error
+}
+
+// seq numbers events across goroutines, to check their order without
+// timing anything.
+var seq atomic.Int64
+
+func holdLock(t *testing.T, db *gorm.DB, accounts *repository.Repository[models.Account], id int64, before func(context.Context, *models.Account) error) *holder {
+	t.Helper()
+	h := &holder{release: make(chan struct{}), done: make(chan error, 1)}
+	locked := make(chan error, 1)
+	go func() {
+		h.done <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+			a, err := accounts.GetLocked(ctx, id)
+			if err != nil {
+				locked <- err
+				return err
+			}
+			if db.Dialector.Name() == "postgres" {
+				if err := accounts.DB(ctx).Raw("SELECT pg_backend_pid()").Scan(&h.pid).Error; err != nil {
+					locked <- err
+					return err
+				}
+			}
+			if before != nil {
+				if err := before(ctx, a); err != nil {
+					locked <- err
+					return err
+				}
+			}
+			locked <- nil
+			<-h.release
+			h.commitAt.Store(seq.Add(1)) // COMMIT follows; its effect is checked below
+			return nil
+		})
+	}()
+	require.NoError(t, <-locked)
+	t.Cleanup(func() { h.stop() })
+	return h
+}
+
+// stop releases the lock and returns the holder's transaction result.
+func (h *holder) stop() error {
+	h.stopOnce.Do(func() {
+		close(h.release)
+		h.err = <-h.done
+	})
+	return h.err
+}
+
+// waitBlocked waits until a PostgreSQL backend is blocked by the holder's
+// transaction. SQLite cannot report waiters; there it gives the waiter a
+// moment to reach the lock, and the test's ordering check still holds (a
+// waiter that was late is merely not tested for waiting).
+func waitBlocked(t *testing.T, db *gorm.DB, h *holder) {
+	t.Helper()
+	if db.Dialector.Name() != "postgres" {
+		time.Sleep(100 * time.Millisecond)
+		return
+	}
+	require.Eventually(t, func() bool {
+		var n int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))", h.pid).Scan(&n).Error)
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond, "the second locker never blocked on the first")
+}
+
+// A second locker waits for the first to commit, and then sees its write.
+func TestSecondLockerWaitsForFirst(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		h := holdLock(t, db, accounts, a.ID, func(ctx context.Context, locked *models.Account) error {
+			locked.Balance = 99
+			return accounts.Update(ctx, locked)
+		})
+
+		type result struct {
+			a   *models.Account
+			err error
+			at  int64
+		}
+		got := make(chan result, 1)
+		go func() {
+			b, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+				b.Balance++
+				return nil
+			})
+			got <- result{b, err, seq.Add(1)}
+		}()
+		waitBlocked(t, db, h)
+		select {
+		case r := <-got:
+			t.Fatalf("the second locker returned while the first held the lock: %+v", r)
+		default:
+		}
+		require.NoError(t, h.stop())
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Greater(t, r.at, h.commitAt.Load(), "the second locker returned after the first committed")
+		assert.EqualValues(t, 100, r.a.Balance, "the second locker read the first one's committed write")
+		assert.EqualValues(t, 3, r.a.Version)
+		requireRow(t, db, a.ID, 100, 3)
+	})
+}
+
+// NOWAIT fails at once with ErrLocked, and writes nothing.
+func TestNoWaitFailsWithErrLocked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		h := holdLock(t, db, accounts, a.ID, nil)
+		start := time.Now()
+		_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+			b.Balance++
+			return nil
+		}, repository.Locking(repository.NoWait()))
+		elapsed := time.Since(start)
+		require.ErrorIs(t, err, locking.ErrLocked)
+		require.NotErrorIs(t, err, locking.ErrLockTimeout)
+		// The databases wait up to 10 s for a lock by default (SQLite's
+		// busy_timeout, and the holder never lets go): returning well before
+		// that shows NOWAIT did not wait.
+		assert.Less(t, elapsed, 5*time.Second)
+		require.NoError(t, h.stop())
+		requireRow(t, db, a.ID, 10, 1)
+	})
+}
+
+// On PostgreSQL NOWAIT works inside the caller's own transaction too.
+func TestGetLockedNoWaitInTransaction(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	h := holdLock(t, db, accounts, a.ID, nil)
+	err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		_, err := accounts.GetLocked(ctx, a.ID, repository.NoWait())
+		return err
+	})
+	require.ErrorIs(t, err, locking.ErrLocked)
+	assert.Equal(t, "55P03", locking.Code(err))
+	require.NoError(t, h.stop())
+}
+
+// A lock timeout gives ErrLockTimeout (not ErrLocked) after about that long.
+func TestLockTimeoutGivesErrLockTimeout(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		h := holdLock(t, db, accounts, a.ID, nil)
+		_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+			b.Balance++
+			return nil
+		}, repository.Locking(repository.LockTimeout(50*time.Millisecond)))
+		require.ErrorIs(t, err, locking.ErrLockTimeout)
+		require.NotErrorIs(t, err, locking.ErrLocked)
+		var de *locking.DatabaseError
+		require.ErrorAs(t, err, &de)
+		assert.Contains(t, []string{"55P03", "SQLITE_BUSY"}, de.Code)
+		require.NoError(t, h.stop())
+		requireRow(t, db, a.ID, 10, 1)
+	})
+}
+
+// The lock options change the session only for the locked read: PostgreSQL's
+// lock_timeout and SQLite's busy_timeout are back to what they were.
+func TestLockOptionsRestoreSessionSettings(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		setting := "SHOW lock_timeout"
+		if db.Dialector.Name() == "sqlite" {
+			setting = "PRAGMA busy_timeout"
+		}
+		read := func(ctx context.Context) string {
+			var v string
+			require.NoError(t, accounts.DB(ctx).Raw(setting).Scan(&v).Error)
+			return v
+		}
+		for _, opt := range []repository.LockOption{repository.NoWait(), repository.LockTimeout(1500 * time.Microsecond)} {
+			require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+				before := read(ctx)
+				_, err := accounts.GetLocked(ctx, a.ID, opt)
+				require.NoError(t, err)
+				assert.Equal(t, before, read(ctx))
+				return nil
+			}))
+		}
+		// MutateLocked's dedicated connection goes back to the pool with its
+		// busy_timeout restored: with one connection, the next user gets it.
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		sqlDB.SetMaxOpenConns(1)
+		before := read(context.Background())
+		_, err = accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.NoWait()))
+		require.NoError(t, err)
+		assert.Equal(t, before, read(context.Background()))
+	})
+}
+
+// A locked read outside a transaction would lock nothing: it is an error.
+func TestLockedReadNeedsTransaction(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 10)
+		ctx := context.Background()
+		_, err := accounts.GetLocked(ctx, a.ID)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "needs a transaction")
+		_, err = accounts.GetManyLocked(ctx, []any{a.ID})
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		if db.Dialector.Name() == "postgres" {
+			_, err = accounts.Claim(ctx, 1)
+			require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		}
+	})
+}
+
+// SQLite cannot honour SKIP LOCKED or a shared lock: it says so, and never
+// drops the option.
+func TestSQLiteRefusesWhatItCannotLock(t *testing.T) {
+	db := testdb.Open(t, "sqlite")
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		_, err := accounts.Claim(ctx, 5)
+		require.ErrorIs(t, err, locking.ErrNotSupported)
+		assert.Contains(t, err.Error(), "SKIP LOCKED on sqlite")
+		_, err = accounts.GetLocked(ctx, a.ID, repository.ForShare())
+		require.ErrorIs(t, err, locking.ErrNotSupported)
+		assert.Contains(t, err.Error(), "FOR SHARE on sqlite")
+		_, err = accounts.GetManyLocked(ctx, []any{a.ID}, repository.ForShare())
+		require.ErrorIs(t, err, locking.ErrNotSupported)
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// On SQLite the locked read holds the database's write lock even when the
+// transaction began DEFERRED (a database not opened with opendb): another
+// writer cannot get in until it ends.
+func TestSQLiteLockedReadTakesWriteLockInDeferredTransaction(t *testing.T) {
+	path := t.TempDir() + "/deferred.db"
+	db, err := gorm.Open(sqlite.Open("file:"+path+"?_journal_mode=WAL&_busy_timeout=0&_txlock=deferred"), &gorm.Config{})
+	require.NoError(t, err)
+	require.NoError(t, migrations.Up(context.Background(), db))
+	t.Cleanup(func() { _ = opendb.Close(db) })
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	other := testdb.RawSQLite(t, path, "_busy_timeout=0")
+
+	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		_, err := other.Exec("UPDATE accounts SET balance = 1 WHERE id = ?", a.ID)
+		require.NoError(t, err, "a deferred transaction that has not locked anything blocks nobody")
+		_, err = accounts.GetLocked(ctx, a.ID)
+		require.NoError(t, err)
+		_, err = other.Exec("UPDATE accounts SET balance = 2 WHERE id = ?", a.ID)
+		require.ErrorIs(t, locking.Classify(err), locking.ErrLocked, "GetLocked took the write lock")
+		return nil
+	}))
+}
+
+// A shared lock lets other shared lockers in and keeps writers out.
+func TestForShareOnPostgres(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	ready := make(chan struct{})
+	release := make(chan struct{})
+	holderErr := make(chan error, 1)
+	go func() {
+		holderErr <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+			if _, err := accounts.GetLocked(ctx, a.ID, repository.ForShare()); err != nil {
+				return err
+			}
+			close(ready)
+			<-release
+			return nil
+		})
+	}()
+	<-ready
+	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		_, err := accounts.GetLocked(ctx, a.ID, repository.ForShare(), repository.NoWait())
+		return err
+	}), "a second shared lock is granted at once")
+	_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error { b.Balance++; return nil },
+		repository.Locking(repository.NoWait()))
+	require.ErrorIs(t, err, locking.ErrLocked, "a writer is kept out")
+	close(release)
+	require.NoError(t, <-holderErr)
+	requireRow(t, db, a.ID, 10, 1)
+}
+
+// The lost-update stress in pessimistic mode: every increment survives with
+// one attempt each (nobody retries: they queue on the lock). The negative
+// control is TestUnguardedReadModifyWriteLosesIncrements, the same workload
+// without a lock or a guard.
+func TestMutateLockedLosesNoIncrement(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		var attempts atomic.Int64
+		done, sum := stress(t, db, accounts, func(ctx context.Context, id int64) error {
+			var n int
+			_, err := accounts.MutateLocked(ctx, id, func(a *models.Account) error {
+				a.Balance++
+				return nil
+			}, repository.Attempts(&n))
+			attempts.Add(int64(n))
+			return err
+		})
+		require.EqualValues(t, stressWorkers*stressIncrements, done)
+		require.Equal(t, done, sum, "final sum == successful increments")
+		require.Equal(t, done, attempts.Load(), "one attempt per increment")
+		var versions int64
+		require.NoError(t, db.Raw("SELECT SUM(version) FROM accounts WHERE owner = 'stress'").Scan(&versions).Error)
+		require.Equal(t, done+stressRows, versions, "one version step per increment")
+	})
+}
+
+// Two transactions lock the same two records, given in opposite orders, 100
+// times: GetManyLocked takes the locks in key order, so they never deadlock.
+func TestOppositeOrderLockingNeverDeadlocks(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "a", 0)
+		b := newAccount(t, accounts, "b", 0)
+		orders := [2][]any{{a.ID, b.ID}, {b.ID, a.ID}}
+		const rounds = 100
+		for range rounds {
+			start := make(chan struct{})
+			var g errgroup.Group
+			for _, ids := range orders {
+				g.Go(func() error {
+					<-start
+					return repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+						locked, err := accounts.GetManyLocked(ctx, ids)
+						if err != nil {
+							return err
+						}
+						if len(locked) != 2 || locked[0].ID != min(a.ID, b.ID) {
+							return errors.New("not returned in key order")
+						}
+						for i := range locked {
+							locked[i].Balance++
+						}
+						return accounts.UpdateMany(ctx, []*models.Account{&locked[1], &locked[0]})
+					})
+				})
+			}
+			close(start)
+			require.NoError(t, g.Wait())
+		}
+		requireRow(t, db, a.ID, 2*rounds, 2*rounds+1)
+		requireRow(t, db, b.ID, 2*rounds, 2*rounds+1)
+	})
+}
+
+// Negative control: locking the same two rows one at a time in opposite
+// orders deadlocks, and PostgreSQL's error is classified as a retryable
+// ErrDeadlock.
+func TestOneByOneOppositeOrderDeadlocks(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "a", 0)
+	b := newAccount(t, accounts, "b", 0)
+	var firstLocks sync.WaitGroup
+	firstLocks.Add(2)
+	errs := make([]error, 2)
+	var g sync.WaitGroup
+	for i, ids := range [2][2]int64{{a.ID, b.ID}, {b.ID, a.ID}} {
+		g.Add(1)
+		go func() {
+			defer g.Done()
+			errs[i] = repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+				if _, err := accounts.GetLocked(ctx, ids[0]); err != nil {
+					firstLocks.Done()
+					return err
+				}
+				firstLocks.Done()
+				firstLocks.Wait() // both hold their first lock
+				_, err := accounts.GetLocked(ctx, ids[1])
+				return err
+			})
+		}()
+	}
+	g.Wait()
+	joined := errors.Join(errs...)
+	require.ErrorIs(t, joined, locking.ErrDeadlock)
+	assert.True(t, locking.IsRetryable(joined))
+	assert.True(t, errs[0] == nil || errs[1] == nil, "the database aborts one of the two: %v", joined)
+}
+
+func TestGetManyLocked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "a", 1)
+		b := newAccount(t, accounts, "b", 2)
+		require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+			got, err := accounts.GetManyLocked(ctx, []any{b.ID, a.ID, b.ID, int32(a.ID)})
+			require.NoError(t, err)
+			require.Len(t, got, 2, "duplicates are locked once")
+			assert.Equal(t, []int64{a.ID, b.ID}, []int64{got[0].ID, got[1].ID})
+
+			none, err := accounts.GetManyLocked(ctx, nil)
+			require.NoError(t, err)
+			assert.Empty(t, none)
+
+			_, err = accounts.GetManyLocked(ctx, []any{a.ID, "x"})
+			require.ErrorIs(t, err, locking.ErrInvalidArgument)
+			return nil
+		}))
+		err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+			_, err := accounts.GetManyLocked(ctx, []any{a.ID, int64(9999), int64(9998)})
+			return err
+		})
+		require.ErrorIs(t, err, locking.ErrNotFound)
+		assert.Contains(t, err.Error(), "2 of 3 ids not found [9998 9999]")
+	})
+}
+
+func TestMutateLocked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		ctx := context.Background()
+		a := newAccount(t, accounts, "ann", 10)
+
+		got, err := accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance += 5; return nil })
+		require.NoError(t, err)
+		assert.EqualValues(t, 15, got.Balance)
+		assert.EqualValues(t, 2, got.Version)
+		requireRow(t, db, a.ID, 15, 2)
+
+		boom := errors.New("boom")
+		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return boom })
+		require.Same(t, boom, err, "fn's error comes back unwrapped")
+		requireRow(t, db, a.ID, 15, 2)
+
+		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.ID++; return nil })
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Version = 7; return nil })
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		requireRow(t, db, a.ID, 15, 2)
+
+		_, err = accounts.MutateLocked(ctx, int64(9999), func(*models.Account) error { return nil })
+		require.ErrorIs(t, err, locking.ErrNotFound)
+		_, err = accounts.MutateLocked(ctx, a.ID, nil)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.ForShare()))
+		if db.Dialector.Name() == "sqlite" {
+			require.ErrorIs(t, err, locking.ErrNotSupported)
+		} else {
+			require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		}
+		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil },
+			repository.Locking(repository.NoWait(), repository.LockTimeout(time.Second)))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.LockTimeout(0)))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.Mutate(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.NoWait()))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument, "Mutate takes no lock options")
+
+		// Inside RunInTx it joins the caller's transaction: a rollback undoes it.
+		err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			if _, err := accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return nil }); err != nil {
+				return err
+			}
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		requireRow(t, db, a.ID, 15, 2)
+	})
+}
+
+// UpdateMany with one stale record among 50 writes nothing and names it.
+func TestUpdateManyIsAllOrNothing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		ctx := context.Background()
+		batch := make([]*models.Account, 50)
+		for i := range batch {
+			batch[i] = newAccount(t, accounts, "batch", int64(i))
+		}
+		stale := batch[31]
+		require.NoError(t, db.Exec("UPDATE accounts SET balance = 1000, version = 2 WHERE id = ?", stale.ID).Error)
+		for _, a := range batch {
+			a.Balance += 100
+		}
+
+		err := accounts.UpdateMany(ctx, batch)
+		require.ErrorIs(t, err, locking.ErrStaleData)
+		require.NotErrorIs(t, err, locking.ErrNotFound)
+		var be *locking.BatchError
+		require.ErrorAs(t, err, &be)
+		assert.Equal(t, []any{stale.ID}, be.IDs())
+		assert.Equal(t, 50, be.Total)
+		var se *locking.StaleDataError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, locking.StaleDataError{Table: "accounts", ID: stale.ID, Expected: 1, Actual: 2, Op: "update"}, *se)
+		for i, a := range batch {
+			if a == stale {
+				requireRow(t, db, a.ID, 1000, 2)
+				continue
+			}
+			requireRow(t, db, a.ID, int64(i), 1, "row %d untouched", i)
+			assert.EqualValues(t, 1, a.Version, "entity %d unchanged in memory", i)
+		}
+
+		// Reload the stale one: now the whole batch goes through.
+		fresh, err := accounts.Get(ctx, stale.ID)
+		require.NoError(t, err)
+		batch[31] = fresh
+		require.NoError(t, accounts.UpdateMany(ctx, batch))
+		for i, a := range batch {
+			assert.EqualValues(t, a.ID, batch[i].ID)
+			if i == 31 {
+				requireRow(t, db, a.ID, 1000, 3)
+				continue
+			}
+			requireRow(t, db, a.ID, int64(i)+100, 2)
+			assert.EqualValues(t, 2, a.Version)
+		}
+	})
+}
+
+func TestUpdateManyReportsStaleAndMissing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		ctx := context.Background()
+		a := newAccount(t, accounts, "a", 1)
+		b := newAccount(t, accounts, "b", 2)
+		c := newAccount(t, accounts, "c", 3)
+		require.NoError(t, db.Exec("UPDATE accounts SET version = 5 WHERE id = ?", c.ID).Error)
+		require.NoError(t, db.Exec("DELETE FROM accounts WHERE id = ?", a.ID).Error)
+		err := accounts.UpdateMany(ctx, []*models.Account{c, b, a})
+		require.ErrorIs(t, err, locking.ErrStaleData)
+		require.ErrorIs(t, err, locking.ErrNotFound)
+		var be *locking.BatchError
+		require.ErrorAs(t, err, &be)
+		assert.Equal(t, []any{a.ID, c.ID}, be.IDs(), "in key order")
+		requireRow(t, db, b.ID, 2, 1)
+
+		// Inside a transaction the failed batch rolls back to a savepoint:
+		// the caller's other writes survive.
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			b.Balance = 20
+			require.NoError(t, accounts.Update(ctx, b))
+			err := accounts.UpdateMany(ctx, []*models.Account{c})
+			require.ErrorIs(t, err, locking.ErrStaleData)
+			return nil
+		}))
+		requireRow(t, db, b.ID, 20, 2)
+	})
+}
+
+func TestUpdateManyRefusesBadBatches(t *testing.T) {
+	db := testdb.Open(t, "sqlite")
+	accounts, _ := repos(t, db)
+	ctx := context.Background()
+	a := newAccount(t, accounts, "a", 1)
+	dup := *a
+	for name, batch := range map[string][]*models.Account{
+		"nil entity": {a, nil},
+		"duplicate":  {a, &dup},
+		"version 0":  {a, {Model: models.Model{ID: 77}}},
+		"no key":     {{Owner: "x"}},
+	} {
+		err := accounts.UpdateMany(ctx, batch)
+		require.ErrorIs(t, err, locking.ErrInvalidArgument, name)
+	}
+	requireRow(t, db, a.ID, 1, 1)
+	require.NoError(t, accounts.UpdateMany(ctx, nil))
+}
+
+func TestForceIncrement(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		ctx := context.Background()
+		a := newAccount(t, accounts, "ann", 10)
+		updated := a.UpdatedAt
+		a.Balance = 999 // not written
+		require.NoError(t, accounts.ForceIncrement(ctx, a))
+		assert.EqualValues(t, 2, a.Version)
+		assert.False(t, a.UpdatedAt.Before(updated))
+		requireRow(t, db, a.ID, 10, 2)
+
+		stale := *a
+		stale.Version = 1
+		err := accounts.ForceIncrement(ctx, &stale)
+		var se *locking.StaleDataError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, locking.StaleDataError{Table: "accounts", ID: a.ID, Expected: 1, Actual: 2, Op: "force increment"}, *se)
+		assert.EqualValues(t, 1, stale.Version)
+
+		// An optimistic writer holding the old version now loses.
+		old, err := accounts.Get(ctx, a.ID)
+		require.NoError(t, err)
+		require.NoError(t, accounts.ForceIncrement(ctx, a))
+		old.Balance = 1
+		require.ErrorIs(t, accounts.Update(ctx, old), locking.ErrStaleData)
+		requireRow(t, db, a.ID, 10, 3)
+
+		require.ErrorIs(t, accounts.ForceIncrement(ctx, &models.Account{}), locking.ErrInvalidArgument)
+		require.ErrorIs(t, accounts.ForceIncrement(ctx, nil), locking.ErrInvalidArgument)
+		require.NoError(t, db.Exec("DELETE FROM accounts WHERE id = ?", a.ID).Error)
+		require.ErrorIs(t, accounts.ForceIncrement(ctx, a), locking.ErrNotFound)
+	})
+}
