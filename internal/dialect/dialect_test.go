@@ -1,6 +1,8 @@
 package dialect_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,4 +40,31 @@ func TestTable(t *testing.T) {
 		assert.False(t, ok, name)
 	}
 	assert.Equal(t, "Feature(99)", dialect.Feature(99).String())
+}
+
+// README.md shows users the capability table; it must say what the code does.
+func TestREADMEMatchesTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	words := map[dialect.How]string{dialect.Native: "native", dialect.WriteLock: "write lock", dialect.Unsupported: "not supported"}
+	pg, _ := dialect.Lookup(dialect.Postgres)
+	lite, _ := dialect.Lookup(dialect.SQLite)
+	rows := 0
+	for _, line := range strings.Split(string(readme), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 3 {
+			continue
+		}
+		for _, f := range []dialect.Feature{dialect.RowLock, dialect.SharedLock, dialect.NoWait, dialect.LockTimeout, dialect.SkipLocked} {
+			name := f.String()
+			if f != dialect.LockTimeout {
+				name = "`" + name + "`"
+			}
+			if strings.HasPrefix(cells[0], name+" (") {
+				rows++
+				assert.Equal(t, []string{words[pg.How(f)], words[lite.How(f)]}, cells[1:], "README row %q", line)
+			}
+		}
+	}
+	assert.Equal(t, 5, rows, "the README's capability table has one row per feature")
 }
