@@ -189,14 +189,14 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 		return nil, fmt.Errorf("%s: GetManyLocked: %w", r.m.table, r.lockError(lc, err, nil))
 	}
 	if len(out) < len(keys) {
-		found := make(map[any]bool, len(out))
+		found := make(map[string]bool, len(out))
 		for i := range out {
 			k, _ := r.idOf(ctx, reflect.ValueOf(&out[i]).Elem())
-			found[k] = true
+			found[fmt.Sprintf("%#v", k)] = true // keys may be unhashable ([]byte)
 		}
 		var missing []any
 		for _, k := range keys {
-			if !found[k] {
+			if !found[fmt.Sprintf("%#v", k)] {
 				missing = append(missing, k)
 			}
 		}
@@ -268,15 +268,15 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 				return fmt.Errorf("setting lock_timeout: %w", err)
 			}
 		}
-		if err := read(db.WithContext(ctx).Clauses(lock)); err != nil {
-			return err // the transaction is aborted: no need to restore
-		}
-		if lc.timeout > 0 {
-			if _, err := db.Statement.ConnPool.ExecContext(ctx, pgRestoreLockTimeout, old); err != nil {
-				return fmt.Errorf("restoring lock_timeout: %w", err)
+		err := read(db.WithContext(ctx).Clauses(lock))
+		if lc.timeout > 0 && (err == nil || errors.Is(err, gorm.ErrRecordNotFound)) {
+			// After a database error the transaction is aborted and
+			// there is nothing to restore; after "no row" there is.
+			if _, rerr := db.Statement.ConnPool.ExecContext(ctx, pgRestoreLockTimeout, old); rerr != nil {
+				return errors.Join(err, fmt.Errorf("restoring lock_timeout: %w", rerr))
 			}
 		}
-		return nil
+		return err
 	case dialect.WriteLock:
 		if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
 			return err

@@ -215,6 +215,9 @@ func TestLockOptionsRestoreSessionSettings(t *testing.T) {
 				_, err := accounts.GetLocked(ctx, a.ID, opt)
 				require.NoError(t, err)
 				assert.Equal(t, before, read(ctx))
+				_, err = accounts.GetLocked(ctx, int64(9999), opt)
+				require.ErrorIs(t, err, locking.ErrNotFound)
+				assert.Equal(t, before, read(ctx), "restored after a locked read that found no row")
 				return nil
 			}))
 		}

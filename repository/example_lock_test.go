@@ -1,0 +1,141 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// MutateLocked locks the row, changes it and writes it in one transaction:
+// no retries, and the version still advances for optimistic readers.
+func ExampleRepository_MutateLocked() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	accounts, err := repository.New[models.Account](db)
+	if err != nil {
+		panic(err)
+	}
+	acct := &models.Account{Owner: "ann", Balance: 100}
+	if err := accounts.Create(ctx, acct); err != nil {
+		panic(err)
+	}
+
+	var attempts int
+	got, err := accounts.MutateLocked(ctx, acct.ID, func(a *models.Account) error {
+		a.Balance -= 30
+		return nil
+	}, repository.Locking(repository.NoWait()), repository.Attempts(&attempts))
+	fmt.Println(got.Balance, got.Version, attempts, err)
+
+	// An optimistic writer still holding version 1 is refused.
+	acct.Balance = 0
+	fmt.Println(errors.Is(accounts.Update(ctx, acct), locking.ErrStaleData))
+	// Output:
+	// 70 2 1 <nil>
+	// true
+}
+
+// GetManyLocked locks several rows in key order inside RunInTx; UpdateMany
+// writes them all or none.
+func ExampleRepository_GetManyLocked() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	accounts, err := repository.New[models.Account](db)
+	if err != nil {
+		panic(err)
+	}
+	from := &models.Account{Owner: "ann", Balance: 100}
+	to := &models.Account{Owner: "bob", Balance: 0}
+	for _, a := range []*models.Account{from, to} {
+		if err := accounts.Create(ctx, a); err != nil {
+			panic(err)
+		}
+	}
+
+	err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
+		both, err := accounts.GetManyLocked(ctx, []any{to.ID, from.ID}) // returned in key order
+		if err != nil {
+			return err
+		}
+		both[0].Balance -= 25
+		both[1].Balance += 25
+		return accounts.UpdateMany(ctx, []*models.Account{&both[0], &both[1]})
+	})
+	fmt.Println("transfer:", err)
+	for _, id := range []int64{from.ID, to.ID} {
+		a, _ := accounts.Get(ctx, id)
+		fmt.Println(a.Owner, a.Balance, a.Version)
+	}
+	// Output:
+	// transfer: <nil>
+	// ann 75 2
+	// bob 25 2
+}
+
+// When one record of a batch is stale, UpdateMany writes none of them and
+// names the stale one.
+func ExampleRepository_UpdateMany() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	accounts, err := repository.New[models.Account](db)
+	if err != nil {
+		panic(err)
+	}
+	var batch []*models.Account
+	for _, owner := range []string{"ann", "bob", "cy"} {
+		a := &models.Account{Owner: owner, Balance: 10}
+		if err := accounts.Create(ctx, a); err != nil {
+			panic(err)
+		}
+		batch = append(batch, a)
+	}
+	// Someone else changes bob's account meanwhile.
+	if _, err := accounts.Mutate(ctx, batch[1].ID, func(a *models.Account) error { a.Frozen = true; return nil }); err != nil {
+		panic(err)
+	}
+
+	for _, a := range batch {
+		a.Balance += 5
+	}
+	err = accounts.UpdateMany(ctx, batch)
+	var be *locking.BatchError
+	if errors.As(err, &be) {
+		fmt.Println("stale:", errors.Is(err, locking.ErrStaleData), "ids:", len(be.IDs()), be.IDs()[0] == batch[1].ID)
+	}
+	ann, _ := accounts.Get(ctx, batch[0].ID)
+	fmt.Println("ann untouched:", ann.Balance, ann.Version)
+	// Output:
+	// stale: true ids: 1 true
+	// ann untouched: 10 1
+}
+
+// ForceIncrement marks an aggregate root changed without touching its
+// columns, so holders of the old version are refused.
+func ExampleRepository_ForceIncrement() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	docs, err := repository.New[models.Document](db)
+	if err != nil {
+		panic(err)
+	}
+	doc := &models.Document{ID: "order-1", Title: "Order 1"}
+	if err := docs.Create(ctx, doc); err != nil {
+		panic(err)
+	}
+	stale := *doc
+	// ... a child row of order-1 changed in this transaction ...
+	fmt.Println(docs.ForceIncrement(ctx, doc), doc.Version)
+	stale.Title = "Order one"
+	fmt.Println(errors.Is(docs.Update(ctx, &stale), locking.ErrStaleData))
+	// Output:
+	// <nil> 2
+	// true
+}
