@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Match them with errors.Is; the concrete error returned is
@@ -28,6 +29,12 @@ var (
 	// (NOWAIT), or the driver's wait ran out (SQLITE_BUSY after the busy
 	// timeout, PostgreSQL 55P03).
 	ErrLocked = errors.New("gormlock: locked")
+
+	// ErrLeaseExpired means a lease is no longer held by the caller: its
+	// time ran out (by the database's clock), it was unlocked, or its owner
+	// was released. A write or unlock with it is refused. When someone else
+	// holds a newer lease on the record, the error is ErrLocked instead.
+	ErrLeaseExpired = errors.New("gormlock: lease expired")
 
 	// ErrLockTimeout means waiting for a lock took longer than the timeout
 	// the operation itself set. Only operations that take a lock timeout
@@ -172,3 +179,30 @@ func (e *BatchError) Error() string {
 
 // Unwrap returns the failing records' errors.
 func (e *BatchError) Unwrap() []error { return e.Failed }
+
+// LeaseError reports an operation refused because of a lease: the record is
+// leased by someone else (Kind ErrLocked), or the caller's lease is no longer
+// held (Kind ErrLeaseExpired). errors.Is matches Kind. Holder and Until
+// describe the current holder's lease when there is one; the token is never
+// reported.
+type LeaseError struct {
+	Kind   error     // ErrLocked or ErrLeaseExpired
+	Table  string    // table of the record
+	ID     any       // primary key of the record
+	Op     string    // what was refused: "get-and-lock", "update", "unlock", ...
+	Holder string    // owner of the current lease, if any
+	Fence  int64     // fencing number of the current lease, if any
+	Until  time.Time // expiry of the current lease (database clock), if any
+}
+
+// Error implements error.
+func (e *LeaseError) Error() string {
+	if e.Holder != "" || !e.Until.IsZero() {
+		return fmt.Sprintf("%v: %s %s id=%v: leased by %q (fence %d) until %s",
+			e.Kind, e.Op, e.Table, e.ID, e.Holder, e.Fence, e.Until.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("%v: %s %s id=%v", e.Kind, e.Op, e.Table, e.ID)
+}
+
+// Unwrap returns Kind.
+func (e *LeaseError) Unwrap() error { return e.Kind }

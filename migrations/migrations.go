@@ -1,7 +1,8 @@
 // Package migrations holds gormlock's versioned SQL migrations, one folder per
 // supported dialect (sqlite/, postgres/), embedded in the binary and applied
 // with pressly/goose. Version 1 creates the example models' tables (accounts,
-// documents); version 2 the work-queue example's (jobs).
+// documents); version 2 the work-queue example's (jobs);
+// version 3 the lease table (gormlock_leases).
 //
 //	if err := migrations.Up(ctx, db); err != nil { ... }
 //

@@ -77,21 +77,25 @@ type Support struct {
 
 // Caps are one database's locking capabilities.
 type Caps struct {
-	Name     string
-	features map[Feature]Support
+	Name string
+	// NowMillis is an SQL expression for the database clock's current time
+	// in milliseconds since the Unix epoch (the actual time, not the
+	// transaction's start), used to judge lease expiry.
+	NowMillis string
+	features  map[Feature]Support
 }
 
 // table is the capability table. README.md ("Pessimistic locking") shows
 // the same table to users; TestREADMEMatchesTable keeps the two in step.
 var table = map[string]Caps{
-	Postgres: {Name: Postgres, features: map[Feature]Support{
+	Postgres: {Name: Postgres, NowMillis: "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT", features: map[Feature]Support{
 		RowLock:     {How: Native},
 		SharedLock:  {How: Native},
 		NoWait:      {How: Native},
 		LockTimeout: {How: Native},
 		SkipLocked:  {How: Native},
 	}},
-	SQLite: {Name: SQLite, features: map[Feature]Support{
+	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", features: map[Feature]Support{
 		RowLock:     {How: WriteLock},
 		SharedLock:  {How: Unsupported, Why: "SQLite has no row locks; a shared lock cannot keep writers out without also excluding the other shared lockers"},
 		NoWait:      {How: WriteLock},
