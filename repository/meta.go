@@ -38,6 +38,11 @@ type meta struct {
 	// writeLockSQL is a write that changes nothing, run to take SQLite's
 	// write lock in a transaction that may not hold it yet.
 	writeLockSQL string
+
+	// leases is set when the repository was built WithLeases: then every
+	// guarded write also requires that no one else holds a lease on the
+	// record.
+	leases *leaseSQL
 }
 
 // buildMeta parses T with GORM's schema parser and prepares the SQL of the
@@ -130,13 +135,15 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		}
 	}
 
-	m.buildSQL(db)
 	return m, nil
 }
 
 // buildSQL prepares the guarded statements, quoting every identifier and
 // using the dialect's placeholders, so the hot path only binds values.
-func (m *meta) buildSQL(db *gorm.DB) {
+func (m *meta) buildSQL(db *gorm.DB, leases bool) {
+	if leases {
+		m.leases = buildLeaseSQL(db, m.caps)
+	}
 	w := &sqlWriter{db: db}
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
 	for _, f := range m.setCols {
@@ -186,9 +193,16 @@ func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
 	return w
 }
 
-// guard writes WHERE "pk" = ? AND "version" = ?.
+// guard writes WHERE "pk" = ? AND "version" = ?, and with leases AND NOT
+// EXISTS (an active lease on the record).
 func (w *sqlWriter) guard(m *meta) *sqlWriter {
-	return w.str(" WHERE ").eq(m.pk.DBName).str(" AND ").eq(m.version.DBName)
+	w.str(" WHERE ").eq(m.pk.DBName).str(" AND ").eq(m.version.DBName)
+	if m.leases != nil {
+		w.str(" AND NOT EXISTS (SELECT 1 FROM ").quote(LeaseTable).str(" WHERE ").eq("resource").
+			str(" AND ").eq("record_key").str(" AND ").quote("token_hash").str(" IS NOT NULL AND ").
+			quote("expires_ms").str(" > ").str(m.caps.NowMillis).str(")")
+	}
+	return w
 }
 
 func isTimeField(f *schema.Field) bool {

@@ -16,17 +16,19 @@ import (
 // T's version. Build it once with New and share it: it is safe for concurrent
 // use and holds no per-call state.
 type Repository[T any] struct {
-	db    *gorm.DB // session without GORM's default write transaction
-	sqlDB *sql.DB  // identity of the database, to match transactions in ctx
-	m     *meta
-	retry locking.RetryPolicy
+	db     *gorm.DB // session without GORM's default write transaction
+	sqlDB  *sql.DB  // identity of the database, to match transactions in ctx
+	m      *meta
+	retry  locking.RetryPolicy
+	leases *leaseLimits // nil without WithLeases
 }
 
 // Option configures a Repository in New.
 type Option func(*options) error
 
 type options struct {
-	retry locking.RetryPolicy
+	retry  locking.RetryPolicy
+	leases *leaseLimits
 }
 
 // WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
@@ -66,15 +68,17 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	m.buildSQL(db, o.leases != nil)
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, fmt.Errorf("repository: %w", err)
 	}
 	return &Repository[T]{
-		db:    db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
-		sqlDB: sqlDB,
-		m:     m,
-		retry: o.retry,
+		db:     db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
+		sqlDB:  sqlDB,
+		m:      m,
+		retry:  o.retry,
+		leases: o.leases,
 	}, nil
 }
 
@@ -106,6 +110,9 @@ func (r *Repository[T]) entityValue(e *T) (reflect.Value, error) {
 	}
 	return reflect.ValueOf(e).Elem(), nil
 }
+
+// reflectElem returns the struct e points to.
+func reflectElem[T any](e *T) reflect.Value { return reflect.ValueOf(e).Elem() }
 
 // versionOf returns the version stored in the entity.
 func (r *Repository[T]) versionOf(ctx context.Context, rv reflect.Value) int64 {

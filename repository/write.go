@@ -137,7 +137,7 @@ func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string
 		tv = timeValue(r.m.updatedAt, now())
 		args = append(args, tv)
 	}
-	args = append(args, id, expected)
+	args = r.guardArgs(args, id, expected)
 	res, err := db.Statement.ConnPool.ExecContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, r.translate(err, id))
@@ -244,7 +244,7 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
 		return err
 	}
 	db, _ := r.conn(ctx)
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.deleteSQL, id, expected)
+	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.deleteSQL, r.guardArgs(make([]any, 0, 4), id, expected)...)
 	if err != nil {
 		return fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, r.translate(err, id))
 	}
@@ -300,5 +300,20 @@ func (r *Repository[T]) checkAffected(ctx context.Context, db *gorm.DB, res sql.
 	case !found:
 		return &locking.NotFoundError{Table: r.m.table, ID: id}
 	}
+	if actual == expected && r.m.leases != nil {
+		// The version matched, so the lease condition did not: someone
+		// else holds a lease on the record.
+		return r.leaseRefused(ctx, db, id, 0, op)
+	}
 	return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
+}
+
+// guardArgs appends the arguments of the guard: the key and the expected
+// version, and with leases the lease table's resource and key.
+func (r *Repository[T]) guardArgs(args []any, id any, expected int64) []any {
+	args = append(args, id, expected)
+	if r.m.leases != nil {
+		args = append(args, r.m.table, keyString(id))
+	}
+	return args
 }

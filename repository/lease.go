@@ -1,0 +1,459 @@
+package repository
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// LeaseTable is the table leases live in, created by the migrations
+// (version 3). It is separate from the entity tables: taking or releasing a
+// lease never changes the leased record.
+const LeaseTable = "gormlock_leases"
+
+// Lease time limits, as in Couchbase's get-and-lock: a lease lasts
+// DefaultLeaseTTL unless the call asks for another time, and never longer
+// than MaxLeaseTTL. WithLeaseTTL changes both for one repository.
+const (
+	DefaultLeaseTTL = 15 * time.Second
+	MaxLeaseTTL     = 30 * time.Second
+)
+
+type leaseLimits struct{ def, max time.Duration }
+
+// WithLeases turns on leases (GetAndLock and the calls that take a *Lease)
+// with the default limits: 15 s unless a call says otherwise, 30 s at most.
+//
+// With leases on, every guarded write of the repository (Update, Delete,
+// ForceIncrement, UpdateMany, and so Mutate and MutateLocked) also requires
+// that no one holds an unexpired lease on the record, and fails with an error
+// matching locking.ErrLocked otherwise; the lease holder writes with
+// UpdateWithLease or DeleteWithLease. Build every repository of a table with
+// the same setting: one built without leases does not see them.
+func WithLeases() Option { return WithLeaseTTL(DefaultLeaseTTL, MaxLeaseTTL) }
+
+// WithLeaseTTL is WithLeases with other limits: def is the lease time when a
+// call gives none, max the longest a call may ask for. Both must be positive
+// and def at most max, or New fails with an error matching
+// locking.ErrInvalidArgument.
+func WithLeaseTTL(def, max time.Duration) Option {
+	return func(o *options) error {
+		if def <= 0 || max <= 0 || def > max {
+			return locking.Invalid("WithLeaseTTL: need 0 < default (%v) <= max (%v)", def, max)
+		}
+		o.leases = &leaseLimits{def: def, max: max}
+		return nil
+	}
+}
+
+// Lease is a time-limited exclusive right to change one record, returned by
+// GetAndLock. Keep it secret: whoever presents its Token can write the
+// record or unlock it.
+type Lease struct {
+	Table string // the record's table
+	ID    any    // the record's primary key
+	Owner string // who holds it, as given to GetAndLock
+	// Token is 128 bits from crypto/rand, in hex. The database stores only
+	// its SHA-256.
+	Token string
+	// Fence counts the acquisitions of this record's lease: every new
+	// lease on the record has a larger one. Pass it to other systems the
+	// holder writes to, so they can refuse a holder that has been
+	// superseded.
+	Fence int64
+	// Version is the record's version when the lease was taken.
+	Version    int64
+	AcquiredAt time.Time // by the database's clock
+	ExpiresAt  time.Time // by the database's clock; Renew moves it
+}
+
+// LeaseState describes the active lease on a record, for readers: who
+// holds it and until when. It never carries the token.
+type LeaseState struct {
+	Owner      string
+	Fence      int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+}
+
+// LeaseOption adjusts one GetAndLock or Renew call.
+type LeaseOption func(*leaseCall) error
+
+type leaseCall struct{ ttl time.Duration }
+
+// TTL sets how long the lease lasts, from now by the database's clock. It
+// must be positive and at most the repository's maximum (MaxLeaseTTL unless
+// WithLeaseTTL changed it); anything else is an error matching
+// locking.ErrInvalidArgument, never silently changed.
+func TTL(d time.Duration) LeaseOption {
+	return func(c *leaseCall) error {
+		if d <= 0 {
+			return locking.Invalid("lease TTL must be positive, got %v", d)
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// leaseSQL holds the lease statements for one dialect.
+type leaseSQL struct {
+	acquire, release, renew, state, releaseOwner, sweep string
+}
+
+func buildLeaseSQL(db *gorm.DB, caps dialect.Caps) *leaseSQL {
+	now := caps.NowMillis
+	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
+	const held = `resource = ? AND record_key = ? AND token_hash = ? AND fence = ? AND expires_ms > NOW`
+	return &leaseSQL{
+		// Take the lease when there is no row, or the row's lease is
+		// released or expired; the fence grows with every acquisition.
+		// The clock is read once. (WHERE true keeps SQLite from parsing
+		// ON CONFLICT as a join constraint.)
+		acquire: q(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+SELECT ?, ?, ?, ?, 1, c.now_ms, c.now_ms + ? FROM (SELECT NOW AS now_ms) AS c WHERE true
+ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
+  fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
+WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
+RETURNING fence, acquired_ms, expires_ms`),
+		// A released lease keeps its row, and so its fence.
+		release: q(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held),
+		renew:   q(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + ` RETURNING expires_ms`),
+		state: q(`SELECT owner, fence, acquired_ms, expires_ms FROM ` + LeaseTable +
+			` WHERE resource = ? AND record_key = ? AND token_hash IS NOT NULL AND expires_ms > NOW`),
+		releaseOwner: q(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE owner = ? AND token_hash IS NOT NULL AND expires_ms > NOW`),
+		sweep:        q(`DELETE FROM ` + LeaseTable + ` WHERE (token_hash IS NULL OR expires_ms <= NOW) AND expires_ms <= NOW - ?`),
+	}
+}
+
+// rebind turns ? placeholders into the dialect's ($1, $2, ... on
+// PostgreSQL). The statements it is used on have no ? in literals.
+func rebind(db *gorm.DB, s string) string {
+	if db.Dialector.Name() != dialect.Postgres {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// keyString is a primary key as the lease table stores it.
+func keyString(id any) string { return fmt.Sprint(id) }
+
+func millisTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// leaseTTL returns the TTL a call asks for, or the default, checked against
+// the maximum.
+func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, error) {
+	if r.leases == nil {
+		return 0, locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	}
+	c := leaseCall{ttl: r.leases.def}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return 0, fmt.Errorf("%s: %s: %w", r.m.table, op, err)
+		}
+	}
+	if c.ttl > r.leases.max {
+		return 0, locking.Invalid("%s: %s: lease TTL %v is over the maximum %v", r.m.table, op, c.ttl, r.leases.max)
+	}
+	return c.ttl, nil
+}
+
+// GetAndLock reads record id and leases it to owner for a limited time (the
+// Couchbase get-and-lock): until the lease ends, nobody else can lease the
+// record or write it, but everyone can still read it. The holder ends the
+// lease by writing with it (UpdateWithLease, DeleteWithLease) or with Unlock;
+// a holder that does neither never blocks the record longer than the TTL
+// (TTL option; the repository's default otherwise), judged by the database's
+// clock.
+//
+// owner is the caller's opaque name for who holds the lease (a worker id, a
+// user id, a random id kept in the web session) so that ReleaseOwner can drop
+// all of its leases at once. Do not use a web session id itself: the lease
+// table would then hold live session ids, and anyone who can read it could
+// hijack those sessions (the OWASP warning of the MongoDB seed).
+//
+// When someone else holds an unexpired lease, the error matches
+// locking.ErrLocked (a *locking.LeaseError saying who and until when). A
+// missing record gives an error matching locking.ErrNotFound and takes no
+// lease. The repository must be built WithLeases.
+func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if owner == "" {
+		return nil, nil, locking.Invalid("%s: GetAndLock id=%v: owner is empty", r.m.table, id)
+	}
+	ttl, err := r.leaseTTL("GetAndLock", opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, nil, fmt.Errorf("%s: GetAndLock: token: %w", r.m.table, err)
+	}
+	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
+	var e *T
+	err = RunInTx(ctx, r.db, func(ctx context.Context) error {
+		db, _ := r.conn(ctx)
+		var acquired, expires int64
+		err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.acquire,
+			r.m.table, keyString(id), owner, hashToken(lease.Token), ttl.Milliseconds()).Scan(&lease.Fence, &acquired, &expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			return r.leaseRefused(ctx, db, id, 0, "get-and-lock")
+		}
+		if err != nil {
+			return fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, locking.Classify(err))
+		}
+		lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
+		e, err = r.Get(ctx, id) // not found: the lease rolls back with the transaction
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	lease.Version = r.versionOf(ctx, reflectElem(e))
+	return e, lease, nil
+}
+
+// GetWithLease is Get that also tells whether the record is leased: the
+// state is nil when no unexpired lease is held. Reading never waits for a
+// lease.
+func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseState, error) {
+	e, err := r.Get(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.m.leases == nil {
+		return nil, nil, locking.Invalid("%s: GetWithLease: the repository was built without WithLeases", r.m.table)
+	}
+	id, _ = r.idOf(ctx, reflectElem(e))
+	db, _ := r.conn(ctx)
+	st, err := r.leaseState(ctx, db, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, st, nil
+}
+
+// leaseState returns the unexpired lease on record id, or nil.
+func (r *Repository[T]) leaseState(ctx context.Context, db *gorm.DB, id any) (*LeaseState, error) {
+	var st LeaseState
+	var acquired, expires int64
+	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.state, r.m.table, keyString(id)).
+		Scan(&st.Owner, &st.Fence, &acquired, &expires)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: id=%v: reading its lease: %w", r.m.table, id, locking.Classify(err))
+	}
+	st.AcquiredAt, st.ExpiresAt = millisTime(acquired), millisTime(expires)
+	return &st, nil
+}
+
+// leaseRefused explains why a lease operation or a guarded write found no
+// row: another holder's unexpired lease (ErrLocked), or no lease held by the
+// caller any more (ErrLeaseExpired). mine is the caller's fence (0 for a
+// write without a lease).
+func (r *Repository[T]) leaseRefused(ctx context.Context, db *gorm.DB, id any, mine int64, op string) error {
+	st, err := r.leaseState(ctx, db, id)
+	if err != nil {
+		return err
+	}
+	le := &locking.LeaseError{Kind: locking.ErrLocked, Table: r.m.table, ID: id, Op: op}
+	switch {
+	case st != nil:
+		// Someone holds the record: another holder, or, when the fence is
+		// the caller's own, a wrong token presented with it.
+		le.Holder, le.Fence, le.Until = st.Owner, st.Fence, st.ExpiresAt
+	case mine != 0:
+		le.Kind = locking.ErrLeaseExpired
+	}
+	// Otherwise a lease refused the operation and has ended since: still
+	// refused, and trying again may succeed.
+	return le
+}
+
+// checkLease validates a lease presented for record id.
+func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
+	if r.m.leases == nil {
+		return nil, locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	}
+	if l == nil {
+		return nil, locking.Invalid("%s: %s: lease is nil", r.m.table, op)
+	}
+	if l.Table != r.m.table {
+		return nil, locking.Invalid("%s: %s: the lease is for table %q", r.m.table, op, l.Table)
+	}
+	return r.m.normalizeID(l.ID)
+}
+
+// release ends lease l in the transaction or database of db; the error
+// explains a lease that is not held.
+func (r *Repository[T]) release(ctx context.Context, db *gorm.DB, id any, l *Lease, op string) error {
+	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.release, r.m.table, keyString(id), hashToken(l.Token), l.Fence)
+	if err != nil {
+		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, id, locking.Classify(err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if err != nil {
+			return fmt.Errorf("%s: %s id=%v: rows affected: %w", r.m.table, op, id, err)
+		}
+		return r.leaseRefused(ctx, db, id, l.Fence, op)
+	}
+	return nil
+}
+
+// Unlock ends the lease without writing the record; the record can be
+// leased again at once. A lease that is not the record's current one (a
+// wrong or missing token) gives an error matching locking.ErrLocked while
+// someone holds the record, and locking.ErrLeaseExpired when the lease ran
+// out, was unlocked or was released with its owner.
+func (r *Repository[T]) Unlock(ctx context.Context, l *Lease) error {
+	id, err := r.checkLease(l, "Unlock")
+	if err != nil {
+		return err
+	}
+	db, _ := r.conn(ctx)
+	return r.release(ctx, db, id, l, "unlock")
+}
+
+// Renew extends the lease to the TTL (or the default) from now, by the
+// database's clock: the heartbeat of a holder that needs longer. It fails
+// like Unlock when the lease is no longer held, and never revives an
+// expired lease. On success l.ExpiresAt is the new expiry.
+func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) error {
+	id, err := r.checkLease(l, "Renew")
+	if err != nil {
+		return err
+	}
+	ttl, err := r.leaseTTL("Renew", opts)
+	if err != nil {
+		return err
+	}
+	db, _ := r.conn(ctx)
+	var expires int64
+	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, ttl.Milliseconds(), r.m.table, keyString(id), hashToken(l.Token), l.Fence).Scan(&expires)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return r.leaseRefused(ctx, db, id, l.Fence, "renew")
+	case err != nil:
+		return fmt.Errorf("%s: Renew id=%v: %w", r.m.table, id, locking.Classify(err))
+	}
+	l.ExpiresAt = millisTime(expires)
+	return nil
+}
+
+// UpdateWithLease writes e with Update and ends the lease, in one
+// transaction: both happen or neither. e must be the leased record. When the
+// lease is no longer held the error is that of Unlock and nothing is
+// written — a holder that paused past its lease can never overwrite the work
+// of the holder that came after it. The version guard applies as in Update.
+func (r *Repository[T]) UpdateWithLease(ctx context.Context, e *T, l *Lease) error {
+	return r.writeWithLease(ctx, e, l, "UpdateWithLease", r.Update)
+}
+
+// DeleteWithLease deletes e with Delete and ends the lease, in one
+// transaction, refusing like UpdateWithLease.
+func (r *Repository[T]) DeleteWithLease(ctx context.Context, e *T, l *Lease) error {
+	return r.writeWithLease(ctx, e, l, "DeleteWithLease", r.Delete)
+}
+
+func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) error {
+	id, err := r.checkLease(l, method)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return locking.Invalid("%s: %s: entity is nil", r.m.table, method)
+	}
+	if eid, _ := r.idOf(ctx, reflectElem(e)); keyString(eid) != keyString(id) {
+		return locking.Invalid("%s: %s: the lease is for id=%v, the entity is id=%v", r.m.table, method, id, eid)
+	}
+	op := "update"
+	if method == "DeleteWithLease" {
+		op = "delete"
+	}
+	return RunInTx(ctx, r.db, func(ctx context.Context) error {
+		db, _ := r.conn(ctx)
+		if err := r.release(ctx, db, id, l, op); err != nil {
+			return err
+		}
+		return write(ctx, e)
+	})
+}
+
+// ReleaseOwner ends every unexpired lease owner holds, on every table of db
+// (a session ended, a worker shut down), and returns how many it ended.
+// Leases of other owners are untouched. Inside RunInTx it joins the
+// transaction.
+func ReleaseOwner(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
+	if owner == "" {
+		return 0, locking.Invalid("ReleaseOwner: owner is empty")
+	}
+	return leaseExec(ctx, db, "ReleaseOwner", func(s *leaseSQL) string { return s.releaseOwner }, owner)
+}
+
+// Sweep deletes the lease rows of db that have been released or expired for
+// at least idle, and returns how many. Leases are also taken over lazily when
+// they expire, so sweeping only keeps the table small. A swept record's
+// fencing counter starts again at 1; a holder of any lease that old has long
+// been refused (its token no longer matches), but a system that compares
+// fences across that gap should sweep with a long idle time, or never.
+func Sweep(ctx context.Context, db *gorm.DB, idle time.Duration) (int64, error) {
+	if idle < 0 {
+		return 0, locking.Invalid("Sweep: idle must not be negative, got %v", idle)
+	}
+	return leaseExec(ctx, db, "Sweep", func(s *leaseSQL) string { return s.sweep }, idle.Milliseconds())
+}
+
+func leaseExec(ctx context.Context, db *gorm.DB, op string, stmt func(*leaseSQL) string, arg any) (int64, error) {
+	if db == nil {
+		return 0, locking.Invalid("%s: db is nil", op)
+	}
+	caps, ok := dialect.Lookup(db.Dialector.Name())
+	if !ok {
+		return 0, fmt.Errorf("%w: %s: dialect %q", locking.ErrNotSupported, op, db.Dialector.Name())
+	}
+	pool := db.Statement.ConnPool
+	if sqlDB, err := db.DB(); err == nil {
+		if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == sqlDB {
+			pool = st.tx.Statement.ConnPool
+		}
+	}
+	res, err := pool.ExecContext(ctx, stmt(buildLeaseSQL(db, caps)), arg)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, locking.Classify(err))
+	}
+	return res.RowsAffected()
+}

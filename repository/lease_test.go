@@ -1,0 +1,337 @@
+package repository_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+)
+
+func leasedDocs(t *testing.T, db *gorm.DB, opts ...repository.Option) *repository.Repository[models.Document] {
+	t.Helper()
+	docs, err := repository.New[models.Document](db, append([]repository.Option{repository.WithLeases()}, opts...)...)
+	require.NoError(t, err)
+	return docs
+}
+
+func newDoc(t *testing.T, docs *repository.Repository[models.Document], id string) *models.Document {
+	t.Helper()
+	d := &models.Document{ID: id, Title: "draft"}
+	require.NoError(t, docs.Create(context.Background(), d))
+	return d
+}
+
+// requireLeaseErr checks err is a *locking.LeaseError of the given kind.
+func requireLeaseErr(t *testing.T, err error, kind error) *locking.LeaseError {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var le *locking.LeaseError
+	require.ErrorAs(t, err, &le)
+	return le
+}
+
+// Every row of the seed's table of what each operation does while a record
+// is locked.
+func TestLeaseBehaviourWhileLocked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		newDoc(t, docs, "doc-1")
+
+		doc, lease, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		require.NoError(t, err)
+		assert.Equal(t, "draft", doc.Title)
+		assert.Len(t, lease.Token, 32)
+		assert.EqualValues(t, 1, lease.Fence)
+		assert.EqualValues(t, 1, lease.Version)
+		assert.Equal(t, repository.DefaultLeaseTTL, lease.ExpiresAt.Sub(lease.AcquiredAt))
+		assert.WithinDuration(t, time.Now(), lease.AcquiredAt, 5*time.Second, "database clock")
+
+		t.Run("get-and-lock: ErrLocked", func(t *testing.T) {
+			_, _, err := docs.GetAndLock(ctx, "doc-1", "bob")
+			le := requireLeaseErr(t, err, locking.ErrLocked)
+			assert.Equal(t, "alice", le.Holder)
+			assert.EqualValues(t, 1, le.Fence)
+			assert.Equal(t, lease.ExpiresAt, le.Until)
+			assert.NotContains(t, err.Error(), lease.Token)
+		})
+		t.Run("get: succeeds and shows the lease", func(t *testing.T) {
+			got, err := docs.Get(ctx, "doc-1")
+			require.NoError(t, err)
+			assert.Equal(t, "draft", got.Title)
+			got, st, err := docs.GetWithLease(ctx, "doc-1")
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, got.Version)
+			require.NotNil(t, st)
+			assert.Equal(t, repository.LeaseState{Owner: "alice", Fence: 1, AcquiredAt: lease.AcquiredAt, ExpiresAt: lease.ExpiresAt}, *st)
+		})
+		t.Run("unlock with a wrong or missing token: ErrLocked", func(t *testing.T) {
+			for _, token := range []string{"", "00000000000000000000000000000000", lease.Token + "x"} {
+				forged := *lease
+				forged.Token = token
+				requireLeaseErr(t, docs.Unlock(ctx, &forged), locking.ErrLocked)
+			}
+			_, st, err := docs.GetWithLease(ctx, "doc-1")
+			require.NoError(t, err)
+			require.NotNil(t, st, "still leased")
+		})
+		t.Run("update/delete without the token, even at the right version: ErrLocked", func(t *testing.T) {
+			d, err := docs.Get(ctx, "doc-1")
+			require.NoError(t, err)
+			d.Title = "bob's"
+			le := requireLeaseErr(t, docs.Update(ctx, d), locking.ErrLocked)
+			assert.Equal(t, "alice", le.Holder)
+			assert.EqualValues(t, 1, d.Version)
+			requireLeaseErr(t, docs.Delete(ctx, d), locking.ErrLocked)
+			requireLeaseErr(t, docs.ForceIncrement(ctx, d), locking.ErrLocked)
+			_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
+			requireLeaseErr(t, err, locking.ErrLocked)
+			_, err = docs.MutateLocked(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
+			requireLeaseErr(t, err, locking.ErrLocked)
+			err = docs.UpdateMany(ctx, []*models.Document{d})
+			requireLeaseErr(t, err, locking.ErrLocked)
+			got, err := docs.Get(ctx, "doc-1")
+			require.NoError(t, err)
+			assert.Equal(t, "draft", got.Title)
+			assert.EqualValues(t, 1, got.Version)
+		})
+		t.Run("update with the token: applied and unlocked", func(t *testing.T) {
+			doc.Title = "alice's"
+			require.NoError(t, docs.UpdateWithLease(ctx, doc, lease))
+			assert.EqualValues(t, 2, doc.Version)
+			got, st, err := docs.GetWithLease(ctx, "doc-1")
+			require.NoError(t, err)
+			assert.Nil(t, st)
+			assert.Equal(t, "alice's", got.Title)
+			requireLeaseErr(t, docs.UpdateWithLease(ctx, doc, lease), locking.ErrLeaseExpired)
+		})
+		t.Run("unlock with the token: unlocked, can be locked again", func(t *testing.T) {
+			_, l2, err := docs.GetAndLock(ctx, "doc-1", "bob")
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, l2.Fence, "every acquisition raises the fence")
+			assert.EqualValues(t, 2, l2.Version)
+			assert.NotEqual(t, lease.Token, l2.Token)
+			require.NoError(t, docs.Unlock(ctx, l2))
+			requireLeaseErr(t, docs.Unlock(ctx, l2), locking.ErrLeaseExpired)
+			_, l3, err := docs.GetAndLock(ctx, "doc-1", "carol")
+			require.NoError(t, err)
+			assert.EqualValues(t, 3, l3.Fence)
+			require.NoError(t, docs.Unlock(ctx, l3))
+			// Free again: plain writes pass.
+			_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "anyone's"; return nil })
+			require.NoError(t, err)
+		})
+		t.Run("delete with the token: applied and unlocked", func(t *testing.T) {
+			d, l4, err := docs.GetAndLock(ctx, "doc-1", "dave")
+			require.NoError(t, err)
+			require.NoError(t, docs.DeleteWithLease(ctx, d, l4))
+			_, err = docs.Get(ctx, "doc-1")
+			require.ErrorIs(t, err, locking.ErrNotFound)
+			_, _, err = docs.GetAndLock(ctx, "doc-1", "dave")
+			require.ErrorIs(t, err, locking.ErrNotFound, "no lease is taken on a missing record")
+		})
+	})
+}
+
+// The database keeps only the token's hash.
+func TestLeaseTokenIsStoredHashed(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		newDoc(t, docs, "doc-1")
+		_, lease, err := docs.GetAndLock(context.Background(), "doc-1", "alice")
+		require.NoError(t, err)
+		var stored string
+		require.NoError(t, db.Raw("SELECT token_hash FROM gormlock_leases WHERE resource = 'documents' AND record_key = 'doc-1'").Scan(&stored).Error)
+		sum := sha256.Sum256([]byte(lease.Token))
+		assert.Equal(t, hex.EncodeToString(sum[:]), stored)
+	})
+}
+
+// A write with the lease is one transaction: when the version guard refuses
+// it, the lease is still held.
+func TestWriteWithLeaseKeepsLeaseWhenStale(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		newDoc(t, docs, "doc-1")
+		doc, lease, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		require.NoError(t, err)
+		stale := *doc
+		stale.Version = 7
+		require.ErrorIs(t, docs.UpdateWithLease(ctx, &stale, lease), locking.ErrStaleData)
+		_, st, err := docs.GetWithLease(ctx, "doc-1")
+		require.NoError(t, err)
+		require.NotNil(t, st, "the failed write left the lease in place")
+
+		other := newDoc(t, docs, "doc-2")
+		require.ErrorIs(t, docs.UpdateWithLease(ctx, other, lease), locking.ErrInvalidArgument)
+		require.ErrorIs(t, docs.UpdateWithLease(ctx, doc, nil), locking.ErrInvalidArgument)
+		require.NoError(t, docs.UpdateWithLease(ctx, doc, lease))
+	})
+}
+
+func TestLeaseRenew(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		newDoc(t, docs, "doc-1")
+		_, lease, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(time.Second))
+		require.NoError(t, err)
+		first := lease.ExpiresAt
+		require.NoError(t, docs.Renew(ctx, lease, repository.TTL(20*time.Second)))
+		assert.True(t, lease.ExpiresAt.After(first.Add(18*time.Second)), "renewed to 20 s from now: %v -> %v", first, lease.ExpiresAt)
+		_, st, err := docs.GetWithLease(ctx, "doc-1")
+		require.NoError(t, err)
+		assert.Equal(t, lease.ExpiresAt, st.ExpiresAt)
+		require.ErrorIs(t, docs.Renew(ctx, lease, repository.TTL(31*time.Second)), locking.ErrInvalidArgument)
+
+		// An expired lease is not revived.
+		_, short, err := docs.GetAndLock(ctx, newDoc(t, docs, "doc-2").ID, "alice", repository.TTL(time.Millisecond))
+		require.NoError(t, err)
+		waitUnleased(t, docs, "doc-2")
+		requireLeaseErr(t, docs.Renew(ctx, short), locking.ErrLeaseExpired)
+	})
+}
+
+// waitUnleased polls until the database's clock says id's lease expired.
+func waitUnleased(t *testing.T, docs *repository.Repository[models.Document], id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, st, err := docs.GetWithLease(context.Background(), id)
+		require.NoError(t, err)
+		return st == nil
+	}, 10*time.Second, 2*time.Millisecond)
+}
+
+func TestLeaseTTLLimits(t *testing.T) {
+	db := testdb.Open(t, "sqlite")
+	ctx := context.Background()
+	docs := leasedDocs(t, db)
+	newDoc(t, docs, "doc-1")
+	for _, d := range []time.Duration{0, -time.Second, repository.MaxLeaseTTL + time.Millisecond} {
+		_, _, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(d))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument, d)
+	}
+	_, l, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(repository.MaxLeaseTTL))
+	require.NoError(t, err)
+	require.NoError(t, docs.Unlock(ctx, l))
+	_, _, err = docs.GetAndLock(ctx, "doc-1", "")
+	require.ErrorIs(t, err, locking.ErrInvalidArgument, "empty owner")
+
+	short, err := repository.New[models.Document](db, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
+	require.NoError(t, err)
+	_, _, err = short.GetAndLock(ctx, "doc-1", "alice", repository.TTL(6*time.Second))
+	require.ErrorIs(t, err, locking.ErrInvalidArgument)
+	_, l, err = short.GetAndLock(ctx, "doc-1", "alice")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, l.ExpiresAt.Sub(l.AcquiredAt))
+	require.NoError(t, short.Unlock(ctx, l))
+
+	for _, bad := range [][2]time.Duration{{0, time.Second}, {2 * time.Second, time.Second}, {time.Second, 0}} {
+		_, err := repository.New[models.Document](db, repository.WithLeaseTTL(bad[0], bad[1]))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument, bad)
+	}
+	plain, err := repository.New[models.Document](db)
+	require.NoError(t, err)
+	_, _, err = plain.GetAndLock(ctx, "doc-1", "alice")
+	require.ErrorIs(t, err, locking.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "without WithLeases")
+}
+
+// A holder that never unlocks is superseded after its TTL, by the database's
+// clock; its late writes are refused, and the fence tells the holders apart.
+func TestExpiredLeaseIsSuperseded(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		newDoc(t, docs, "doc-1")
+		old, oldLease, err := docs.GetAndLock(ctx, "doc-1", "sleepy", repository.TTL(20*time.Millisecond))
+		require.NoError(t, err)
+		waitUnleased(t, docs, "doc-1")
+
+		d, newLease, err := docs.GetAndLock(ctx, "doc-1", "fresh")
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, newLease.Fence)
+
+		old.Title = "late"
+		le := requireLeaseErr(t, docs.UpdateWithLease(ctx, old, oldLease), locking.ErrLocked)
+		assert.Equal(t, "fresh", le.Holder)
+		requireLeaseErr(t, docs.Unlock(ctx, oldLease), locking.ErrLocked)
+
+		d.Title = "fresh"
+		require.NoError(t, docs.UpdateWithLease(ctx, d, newLease))
+		requireLeaseErr(t, docs.UpdateWithLease(ctx, old, oldLease), locking.ErrLeaseExpired)
+		requireLeaseErr(t, docs.DeleteWithLease(ctx, old, oldLease), locking.ErrLeaseExpired)
+		got, err := docs.Get(ctx, "doc-1")
+		require.NoError(t, err)
+		assert.Equal(t, "fresh", got.Title)
+
+		// An expired lease blocks nothing: plain writes go through.
+		_, l, err := docs.GetAndLock(ctx, "doc-1", "sleepy", repository.TTL(time.Millisecond))
+		require.NoError(t, err)
+		waitUnleased(t, docs, "doc-1")
+		_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "after"; return nil })
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, l.Fence)
+	})
+}
+
+// ReleaseOwner frees exactly one owner's leases.
+func TestReleaseOwner(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		owners := []string{"alice", "bob", "carol"}
+		held := map[string]int64{}
+		for i := range 100 {
+			id := fmt.Sprintf("doc-%03d", i)
+			newDoc(t, docs, id)
+			owner := owners[i%3]
+			_, _, err := docs.GetAndLock(ctx, id, owner)
+			require.NoError(t, err)
+			held[owner]++
+		}
+		n, err := repository.ReleaseOwner(ctx, db, "dave")
+		require.NoError(t, err)
+		assert.Zero(t, n, "a wrong owner releases nothing")
+
+		n, err = repository.ReleaseOwner(ctx, db, "bob")
+		require.NoError(t, err)
+		assert.Equal(t, held["bob"], n)
+		for i := range 100 {
+			id := fmt.Sprintf("doc-%03d", i)
+			_, st, err := docs.GetWithLease(ctx, id)
+			require.NoError(t, err)
+			if owners[i%3] == "bob" {
+				assert.Nil(t, st, id)
+			} else {
+				require.NotNil(t, st, id)
+				assert.Equal(t, owners[i%3], st.Owner)
+			}
+		}
+		n, err = repository.ReleaseOwner(ctx, db, "bob")
+		require.NoError(t, err)
+		assert.Zero(t, n, "released once")
+		_, err = repository.ReleaseOwner(ctx, db, "")
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+
+		// Sweep drops released rows once idle; active leases stay.
+		swept, err := repository.Sweep(ctx, db, 0)
+		require.NoError(t, err)
+		assert.Equal(t, held["bob"], swept)
+		var rows int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM gormlock_leases").Scan(&rows).Error)
+		assert.Equal(t, held["alice"]+held["carol"], rows)
+	})
+}
