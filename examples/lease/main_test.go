@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+)
+
+// want is the whole output of run after its first line; every line is a row
+// of the seed's table or the expiry.
+const want = `alice  get-and-lock                       -> ok: "Quarterly report" at version 1, fence 1, lease of 10s
+bob    get-and-lock                       -> ErrLocked (held by alice)
+bob    get                                -> ok: "Quarterly report", leased by alice
+bob    unlock with a wrong token          -> ErrLocked
+bob    update without the token           -> ErrLocked (even at the right version 1)
+bob    delete without the token           -> ErrLocked
+alice  update with the token              -> ok: now version 2, lease released
+bob    get-and-lock                       -> ok: "Quarterly report, final", fence 2
+bob    unlock with the token              -> ok
+alice  unlock with her used lease         -> ErrLeaseExpired
+alice  get-and-lock for 200ms, then stalls
+bob    get-and-lock after the expiry      -> ok, fence 4 (alice had 3)
+alice  wakes up, update with her lease    -> ErrLeaseExpired: her lease ended, bob's edit stays
+final: "Bob's edit" at version 3
+`
+
+func TestStory(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "lease.db")
+			if d == "postgres" {
+				dsn = testdb.PostgresSchema(t)
+			}
+			var out bytes.Buffer
+			require.NoError(t, run(context.Background(), &out, dsn))
+			require.Equal(t, fmt.Sprintf("gormlock lease: two editors, one document, on %s\n", d)+want, out.String())
+		})
+	}
+}
