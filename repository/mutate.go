@@ -207,15 +207,5 @@ func (r *Repository[T]) createInSavepoint(ctx context.Context, e *T) error {
 	if !inTx {
 		return r.Create(ctx, e)
 	}
-	const sp = "gormlock_upsert"
-	if err := db.WithContext(ctx).SavePoint(sp).Error; err != nil {
-		return fmt.Errorf("%s: Upsert: savepoint: %w", r.m.table, locking.Classify(err))
-	}
-	err := r.Create(ctx, e)
-	if err != nil {
-		if rbErr := db.WithContext(ctx).RollbackTo(sp).Error; rbErr != nil {
-			return errors.Join(err, fmt.Errorf("%s: Upsert: rollback to savepoint: %w", r.m.table, rbErr))
-		}
-	}
-	return err
+	return inSavepoint(ctx, db, func() error { return r.Create(ctx, e) })
 }

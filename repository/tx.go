@@ -3,7 +3,10 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -52,10 +55,10 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 		if len(opts) > 0 {
 			return locking.Invalid("RunInTx: nested in another transaction, it runs in a savepoint and cannot take its own TxOptions")
 		}
-		// Nested: GORM's Transaction on a transaction uses a savepoint.
-		return outer.tx.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return fn(context.WithValue(ctx, txKey{}, &txState{sqlDB: sqlDB, tx: tx}))
-		})
+		// Nested: a savepoint of our own, not GORM's Transaction, which
+		// skips the savepoint when DisableNestedTransaction is set and
+		// ignores a failed ROLLBACK TO.
+		return inSavepoint(ctx, outer.tx, func() error { return fn(ctx) })
 	}
 	tx := db.WithContext(ctx).Begin(opts...)
 	if tx.Error != nil {
@@ -73,6 +76,38 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 	committed = true // a failed COMMIT ends the transaction as well
 	if err := tx.Commit().Error; err != nil {
 		return fmt.Errorf("RunInTx: commit: %w", locking.ClassifyCommit(err))
+	}
+	return nil
+}
+
+var savepointSeq atomic.Uint64
+
+// inSavepoint runs fn inside a savepoint of the transaction tx and rolls
+// back to it when fn returns an error or panics, so that only fn's writes are
+// undone and (on PostgreSQL) the transaction stays usable. A failed ROLLBACK
+// TO is reported with fn's error.
+func inSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) {
+	name := "gormlock_sp" + strconv.FormatUint(savepointSeq.Add(1), 10)
+	if err := tx.WithContext(ctx).SavePoint(name).Error; err != nil {
+		return fmt.Errorf("savepoint: %w", locking.Classify(err))
+	}
+	done := false
+	defer func() {
+		if done && err == nil {
+			return
+		}
+		// Runs on panic too; the panic then goes on.
+		if rerr := tx.WithContext(context.WithoutCancel(ctx)).RollbackTo(name).Error; rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", locking.Classify(rerr)))
+		}
+	}()
+	err = fn()
+	done = true
+	if err != nil {
+		return err
+	}
+	if err := tx.WithContext(ctx).Exec("RELEASE SAVEPOINT " + name).Error; err != nil {
+		return fmt.Errorf("release savepoint: %w", locking.Classify(err))
 	}
 	return nil
 }
