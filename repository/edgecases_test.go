@@ -314,3 +314,27 @@ func TestUUIDKey(t *testing.T) {
 		require.ErrorIs(t, err, locking.ErrNotFound)
 	})
 }
+
+// bare has nothing but a key and a version: its update and force-increment
+// statements are the same text, and errors still name the operation.
+type bare struct {
+	ID      int64 `gorm:"primaryKey"`
+	Version int64
+}
+
+func TestBareModelNamesTheOperation(t *testing.T) {
+	db := testdb.Open(t, "sqlite")
+	require.NoError(t, db.AutoMigrate(&bare{}))
+	r, err := repository.New[bare](db)
+	require.NoError(t, err)
+	ctx := context.Background()
+	e := &bare{ID: 1}
+	require.NoError(t, r.Create(ctx, e))
+	stale := *e
+	require.NoError(t, r.ForceIncrement(ctx, e))
+	var se *locking.StaleDataError
+	require.ErrorAs(t, r.Update(ctx, &stale), &se)
+	require.Equal(t, "update", se.Op)
+	require.ErrorAs(t, r.ForceIncrement(ctx, &stale), &se)
+	require.Equal(t, "force increment", se.Op)
+}

@@ -50,22 +50,28 @@ func ExampleRepository_GetManyLocked() {
 	if err != nil {
 		panic(err)
 	}
-	from := &models.Account{Owner: "ann", Balance: 100}
+	// bob's account is older: its key is the lower one.
 	to := &models.Account{Owner: "bob", Balance: 0}
-	for _, a := range []*models.Account{from, to} {
+	from := &models.Account{Owner: "ann", Balance: 100}
+	for _, a := range []*models.Account{to, from} {
 		if err := accounts.Create(ctx, a); err != nil {
 			panic(err)
 		}
 	}
 
 	err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-		both, err := accounts.GetManyLocked(ctx, []any{to.ID, from.ID}) // returned in key order
+		both, err := accounts.GetManyLocked(ctx, []any{from.ID, to.ID})
 		if err != nil {
 			return err
 		}
-		both[0].Balance -= 25
-		both[1].Balance += 25
-		return accounts.UpdateMany(ctx, []*models.Account{&both[0], &both[1]})
+		// Returned in key order, not in the order asked: pick by key.
+		src, dst := &both[0], &both[1]
+		if src.ID != from.ID {
+			src, dst = dst, src
+		}
+		src.Balance -= 25
+		dst.Balance += 25
+		return accounts.UpdateMany(ctx, []*models.Account{src, dst})
 	})
 	fmt.Println("transfer:", err)
 	for _, id := range []int64{from.ID, to.ID} {

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -27,10 +28,15 @@ type lockConfig struct {
 	shared  bool
 }
 
+// MaxLockTimeout is the longest LockTimeout: the databases take the timeout
+// in milliseconds as a 32-bit integer.
+const MaxLockTimeout = math.MaxInt32 * time.Millisecond
+
 // NoWait makes a locked read fail at once, with an error matching
 // locking.ErrLocked, when another transaction holds the lock, instead of
 // waiting for it (SELECT ... FOR UPDATE NOWAIT on PostgreSQL; on SQLite, a
-// write lock held by another connection).
+// write lock held by another connection; see LockTimeout for SQLite inside
+// RunInTx).
 func NoWait() LockOption {
 	return func(c *lockConfig) error {
 		c.nowait = true
@@ -42,12 +48,17 @@ func NoWait() LockOption {
 // transaction holds, and then fail with an error matching
 // locking.ErrLockTimeout. On PostgreSQL it sets lock_timeout for the locked
 // read only (transaction-local, restored afterwards); on SQLite it bounds the
-// wait for the write lock (busy_timeout). d must be positive; it is rounded up
-// to whole milliseconds.
+// wait for the write lock (busy_timeout). d must be positive and at most
+// MaxLockTimeout; it is rounded up to whole milliseconds.
+//
+// On SQLite, a transaction begun by RunInTx on a database opened with opendb
+// (BEGIN IMMEDIATE) already holds the write lock, after waiting for it at
+// BEGIN with the connection's busy timeout; NoWait and LockTimeout then have
+// nothing left to bound. Use MutateLocked, which bounds the wait at BEGIN.
 func LockTimeout(d time.Duration) LockOption {
 	return func(c *lockConfig) error {
-		if d <= 0 {
-			return locking.Invalid("LockTimeout must be positive, got %v", d)
+		if d <= 0 || d > MaxLockTimeout {
+			return locking.Invalid("LockTimeout must be positive and at most %v, got %v", MaxLockTimeout, d)
 		}
 		c.timeout = d
 		return nil
@@ -117,7 +128,8 @@ func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, er
 // SELECT ... FOR UPDATE on PostgreSQL (FOR SHARE with ForShare). On SQLite,
 // which has no row locks, it takes the database's write lock instead, which
 // keeps every other writer out until the transaction ends; it never reads
-// without a lock.
+// without a lock. (With opendb's BEGIN IMMEDIATE the transaction already
+// holds that lock from its start.)
 //
 // ctx must carry a transaction from RunInTx; without one GetLocked returns an
 // error matching locking.ErrInvalidArgument. By default it waits for a lock
@@ -152,6 +164,7 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 // statement, in primary-key order, and returns them in that order. Because
 // every caller takes the locks in the same order, two transactions locking
 // the same records — whatever order their ids are given in — never deadlock.
+// The result is in key order, not in the order of ids: pick records by key.
 // Duplicate ids are locked once. When some ids do not exist, nothing is
 // returned and the error matches locking.ErrNotFound and names them; the
 // records that exist stay locked until the transaction ends. No ids returns
@@ -180,10 +193,15 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 		return out, nil
 	}
 	pk := clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}
+	// Lock in the order UpdateMany writes in (compareKeys): for text keys
+	// on PostgreSQL that is byte order, COLLATE "C", not the column's
+	// collation.
+	order := clause.OrderBy{Columns: []clause.OrderByColumn{{Column: pk}}}
+	if r.m.caps.Name == dialect.Postgres && r.m.pk.FieldType.Kind() == reflect.String {
+		order = clause.OrderBy{Expression: clause.Expr{SQL: `? COLLATE "C"`, Vars: []any{pk}}}
+	}
 	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB) error {
-		return q.Where(clause.IN{Column: pk, Values: keys}).
-			Clauses(clause.OrderBy{Columns: []clause.OrderByColumn{{Column: pk}}}).
-			Find(&out).Error
+		return q.Where(clause.IN{Column: pk, Values: keys}).Clauses(order).Find(&out).Error
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: GetManyLocked: %w", r.m.table, r.lockError(lc, err, nil))
@@ -269,11 +287,17 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			}
 		}
 		err := read(db.WithContext(ctx).Clauses(lock))
-		if lc.timeout > 0 && (err == nil || errors.Is(err, gorm.ErrRecordNotFound)) {
-			// After a database error the transaction is aborted and
-			// there is nothing to restore; after "no row" there is.
+		var server interface{ SQLState() string }
+		if lc.timeout > 0 && !errors.As(err, &server) {
+			// After an error from the server the transaction is aborted
+			// and there is nothing to restore. After no error, "no row",
+			// or an error raised in Go (a column that does not scan) the
+			// transaction lives on, and must not keep the short timeout.
 			if _, rerr := db.Statement.ConnPool.ExecContext(ctx, pgRestoreLockTimeout, old); rerr != nil {
-				return errors.Join(err, fmt.Errorf("restoring lock_timeout: %w", rerr))
+				if err != nil {
+					return fmt.Errorf("restoring lock_timeout after %v: %w", err, locking.Classify(rerr))
+				}
+				return fmt.Errorf("restoring lock_timeout: %w", locking.Classify(rerr))
 			}
 		}
 		return err

@@ -640,3 +640,100 @@ func TestForceIncrement(t *testing.T) {
 		require.ErrorIs(t, accounts.ForceIncrement(ctx, a), locking.ErrNotFound)
 	})
 }
+
+// GetManyLocked takes its locks in key order even when the table stores the
+// rows in another order: while it waits for the higher key, it already holds
+// the lower one. (Locking in the order given, or in storage order, would
+// wait on the higher key holding nothing.)
+func TestGetManyLockedLocksInKeyOrder(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	accounts, _ := repos(t, db)
+	low := newAccount(t, accounts, "low", 0)
+	high := newAccount(t, accounts, "high", 0)
+	// Rewrite the low row so its new version is stored after the high one.
+	require.NoError(t, db.Exec("UPDATE accounts SET owner = 'low2' WHERE id = ?", low.ID).Error)
+	var physical []int64
+	require.NoError(t, db.Raw("SELECT id FROM accounts ORDER BY ctid").Scan(&physical).Error)
+	require.Equal(t, []int64{high.ID, low.ID}, physical, "storage order differs from key order")
+
+	h := holdLock(t, db, accounts, high.ID, nil)
+	got := make(chan error, 1)
+	go func() {
+		got <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+			_, err := accounts.GetManyLocked(ctx, []any{high.ID, low.ID})
+			return err
+		})
+	}()
+	waitBlocked(t, db, h)
+	err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		_, err := accounts.GetLocked(ctx, low.ID, repository.NoWait())
+		return err
+	})
+	require.ErrorIs(t, err, locking.ErrLocked, "the waiting GetManyLocked holds the lower key")
+	require.NoError(t, h.stop())
+	require.NoError(t, <-got)
+}
+
+// lock_timeout is restored when the locked read fails in Go (a column that
+// does not scan), where the transaction lives on.
+func TestLockTimeoutRestoredAfterClientError(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	_, docs := repos(t, db)
+	require.NoError(t, db.Exec(`INSERT INTO documents (id, title, attrs, version, created_at, updated_at)
+		VALUES ('d1', 't', '{"n": 1}', 1, now(), now())`).Error)
+	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+		var before, after string
+		require.NoError(t, docs.DB(ctx).Raw("SHOW lock_timeout").Scan(&before).Error)
+		_, err := docs.GetLocked(ctx, "d1", repository.LockTimeout(50*time.Millisecond))
+		require.ErrorContains(t, err, "attrs")
+		require.NoError(t, docs.DB(ctx).Raw("SHOW lock_timeout").Scan(&after).Error)
+		assert.Equal(t, before, after)
+		return nil
+	}))
+}
+
+func TestLockTimeoutBounds(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "ann", 1)
+		_, err := accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
+			repository.Locking(repository.LockTimeout(repository.MaxLockTimeout+time.Millisecond)))
+		require.ErrorIs(t, err, locking.ErrInvalidArgument)
+		_, err = accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
+			repository.Locking(repository.LockTimeout(repository.MaxLockTimeout)))
+		require.NoError(t, err)
+	})
+}
+
+// UpdateMany and nested RunInTx use savepoints of their own, so GORM's
+// DisableNestedTransaction cannot turn "nothing was written" into a
+// partial write.
+func TestUpdateManyWithDisableNestedTransaction(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		db = db.Session(&gorm.Session{})
+		db.Config.DisableNestedTransaction = true
+		accounts, _ := repos(t, db)
+		ctx := context.Background()
+		a := newAccount(t, accounts, "a", 1)
+		b := newAccount(t, accounts, "b", 2)
+		require.NoError(t, db.Exec("UPDATE accounts SET version = 5 WHERE id = ?", b.ID).Error)
+		a.Balance, b.Balance = 100, 200
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			err := accounts.UpdateMany(ctx, []*models.Account{a, b})
+			require.ErrorIs(t, err, locking.ErrStaleData)
+			return nil
+		}))
+		requireRow(t, db, a.ID, 1, 1, "nothing of the failed batch was written")
+
+		boom := errors.New("boom")
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+				require.NoError(t, accounts.Update(ctx, a))
+				return boom
+			})
+			require.ErrorIs(t, err, boom)
+			return nil
+		}))
+		requireRow(t, db, a.ID, 1, 1, "the nested transaction rolled back")
+	})
+}

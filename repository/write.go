@@ -122,8 +122,8 @@ func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T) error {
 // *locking.StaleDataError or a *locking.NotFoundError, unwrapped.
 func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string, rv reflect.Value, id any, expected int64, method string) (any, error) {
 	op := "update"
-	args := make([]any, 0, len(r.m.setCols)+4)
-	if query == r.m.bumpSQL {
+	args := make([]any, 0, len(r.m.setCols)+6)
+	if method == "ForceIncrement" {
 		op = "force increment"
 	} else {
 		for _, f := range r.m.setCols {
