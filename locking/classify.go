@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mattn/go-sqlite3"
@@ -38,7 +39,8 @@ var sqliteKinds = map[sqlite3.ErrNoExtended]struct {
 
 // Classify returns err wrapped in a *DatabaseError when it carries a database
 // condition gormlock recognises (unique violation, lock not available,
-// deadlock, serialization failure, SQLITE_BUSY/SQLITE_LOCKED); otherwise it
+// deadlock, serialization failure, SQLITE_BUSY/SQLITE_LOCKED, and PostgreSQL's
+// data exceptions, SQLSTATE class 22, as ErrInvalidArgument); otherwise it
 // returns err unchanged. A nil err gives nil. The driver error stays reachable
 // with errors.As. Classification uses SQLSTATEs and SQLite result codes, never
 // message text.
@@ -55,6 +57,11 @@ func Classify(err error) error {
 		code := st.SQLState()
 		if kind, ok := pgKinds[code]; ok {
 			return &DatabaseError{Kind: kind, Code: code, Err: err}
+		}
+		if strings.HasPrefix(code, "22") {
+			// Class 22, data exception: the value itself is unacceptable
+			// (a NUL byte in text, a number out of range). Bad input.
+			return &DatabaseError{Kind: ErrInvalidArgument, Code: code, Err: err}
 		}
 		return err
 	}

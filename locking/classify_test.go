@@ -487,3 +487,24 @@ func TestClassifyCommitBrokenConnectionIsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// PostgreSQL's data exceptions (class 22) are bad input: ErrInvalidArgument.
+func TestClassifyPostgresDataException(t *testing.T) {
+	db := testdb.Postgres(t)
+	for name, tt := range map[string]struct {
+		sql  string
+		arg  any
+		code string
+	}{
+		"NUL byte in text":    {`SELECT $1::text`, "a\x00b", "22021"},
+		"integer overflow":    {`SELECT $1::int * 2147483647`, int64(3), "22003"},
+		"invalid text to int": {`SELECT $1::text::int`, "x", "22P02"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out any
+			raw := db.Raw(tt.sql, tt.arg).Scan(&out).Error
+			requireClassified(t, raw, locking.ErrInvalidArgument, tt.code)
+			assert.False(t, locking.IsRetryable(locking.Classify(raw)))
+		})
+	}
+}
