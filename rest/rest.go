@@ -1,0 +1,516 @@
+// Package rest exposes a repository.Repository as a JSON resource over HTTP,
+// with the record's version as its ETag, so HTTP clients get the same
+// protection against lost updates as Go callers (the Invenio seed).
+//
+//	docs, _ := repository.New[models.Document](db)
+//	h, _ := rest.New(docs)
+//	mux.Handle("/documents/", http.StripPrefix("/documents", h))
+//
+// Routes, relative to where the handler is mounted:
+//
+//	GET    /       list, paged with ?limit=&offset=
+//	POST   /       create (201, Location, ETag); 409 when the id is taken
+//	GET    /{id}   read (ETag); 304 when If-None-Match names the version
+//	PUT    /{id}   replace, guarded by If-Match; If-None-Match: * creates only if absent
+//	DELETE /{id}   delete, guarded by If-Match
+//
+// Conditional requests follow RFC 9110. Every response carrying a record
+// carries its strong ETag, "<version>". A PUT or DELETE whose If-Match does
+// not name the current version is answered 412 Precondition Failed with the
+// current ETag; when it does, the write is the repository's guarded write at
+// that version, so a race between the check and the write is still caught
+// (412), never lost. In strict mode (the default) a PUT or DELETE without
+// If-Match is answered 428 Precondition Required. If-Match: * means "any
+// existing version"; a list of ETags is honoured; weak ETags never match
+// If-Match.
+//
+// Errors are problem details (RFC 9457, application/problem+json): 400 for
+// a malformed id, body, header or query, 404, 405, 409 for a duplicate
+// create, 412, 413 over the body limit, 415 for a body that is not JSON, 423
+// Locked for a record leased by someone else (see below), 428, and 500 with
+// no detail for anything unexpected. A body can change neither the id nor
+// the version of the record it targets: the id comes from the URL (a body
+// naming another id is a 400), the version from If-Match.
+//
+// A leased record (repository.WithLeases) is answered 423 Locked with a
+// Retry-After until the lease ends: it is not a conflict the client can
+// resolve by re-reading (409) nor a failed precondition (412) — the record
+// is checked out, and the same request will succeed once it is returned.
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// Handler serves one repository as a JSON resource. Build it with New.
+type Handler[T any] struct {
+	repo *repository.Repository[T]
+	cfg  config
+}
+
+type config struct {
+	strict       bool
+	maxBody      int64
+	defaultLimit int
+	maxLimit     int
+	logError     func(r *http.Request, err error)
+}
+
+// Option configures a Handler in New.
+type Option func(*config) error
+
+// Strict sets whether PUT and DELETE require If-Match (428 without it). On
+// by default. Off, a PUT or DELETE without If-Match writes whatever version
+// is current (still atomically: a concurrent change makes it re-read).
+func Strict(on bool) Option {
+	return func(c *config) error { c.strict = on; return nil }
+}
+
+// MaxBodyBytes limits request bodies (413 beyond it). The default is 1 MiB.
+func MaxBodyBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return locking.Invalid("rest: MaxBodyBytes must be positive, got %d", n)
+		}
+		c.maxBody = n
+		return nil
+	}
+}
+
+// PageLimits sets the list page size when the request gives none (def) and
+// the largest a request may ask for (max). The defaults are 50 and 1000.
+func PageLimits(def, max int) Option {
+	return func(c *config) error {
+		if def <= 0 || max < def {
+			return locking.Invalid("rest: PageLimits needs 0 < default (%d) <= max (%d)", def, max)
+		}
+		c.defaultLimit, c.maxLimit = def, max
+		return nil
+	}
+}
+
+// ErrorLog sets a function called with every error answered 500, for the
+// server's log; the client gets no detail.
+func ErrorLog(f func(r *http.Request, err error)) Option {
+	return func(c *config) error { c.logError = f; return nil }
+}
+
+// New returns the handler of repo.
+func New[T any](repo *repository.Repository[T], opts ...Option) (*Handler[T], error) {
+	if repo == nil {
+		return nil, locking.Invalid("rest: repository is nil")
+	}
+	c := config{strict: true, maxBody: 1 << 20, defaultLimit: 50, maxLimit: 1000}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return nil, err
+		}
+	}
+	return &Handler[T]{repo: repo, cfg: c}, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.EscapedPath(), "/")
+	if path == "" {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			h.list(w, r)
+		case http.MethodPost:
+			h.create(w, r)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			problem(w, http.StatusMethodNotAllowed, "method %s is not allowed on the collection", r.Method)
+		}
+		return
+	}
+	if strings.Contains(path, "/") {
+		problem(w, http.StatusNotFound, "no such resource")
+		return
+	}
+	seg, err := url.PathUnescape(path)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "malformed id in the path")
+		return
+	}
+	var handle func(http.ResponseWriter, *http.Request, any)
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		handle = h.get
+	case http.MethodPut:
+		handle = h.put
+	case http.MethodDelete:
+		handle = h.delete
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		problem(w, http.StatusMethodNotAllowed, "method %s is not allowed on a record", r.Method)
+		return
+	}
+	id, err := h.repo.ParseID(seg)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "malformed id: %v", err)
+		return
+	}
+	handle(w, r, id)
+}
+
+func (h *Handler[T]) get(w http.ResponseWriter, r *http.Request, id any) {
+	inm, err := parseCondition(r.Header.Values("If-None-Match"))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "If-None-Match: %v", err)
+		return
+	}
+	e, err := h.repo.Get(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	_, version, _ := h.repo.Identity(e)
+	if inm.any || inm.matchWeak(version) {
+		w.Header().Set("ETag", ETag(version))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.send(w, http.StatusOK, e)
+}
+
+// page is the list response.
+type page[T any] struct {
+	Items  []T  `json:"items"`
+	Offset int  `json:"offset"`
+	Limit  int  `json:"limit"`
+	Next   *int `json:"next_offset"` // null on the last page
+}
+
+func (h *Handler[T]) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, offset := h.cfg.defaultLimit, 0
+	for name, dst := range map[string]*int{"limit": &limit, "offset": &offset} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			problem(w, http.StatusBadRequest, "%s must be a non-negative integer, got %q", name, v)
+			return
+		}
+		*dst = n
+	}
+	if limit < 1 || limit > h.cfg.maxLimit {
+		problem(w, http.StatusBadRequest, "limit must be between 1 and %d, got %d", h.cfg.maxLimit, limit)
+		return
+	}
+	// One more than asked, to know whether there is a next page.
+	items, err := h.repo.Find(r.Context(), repository.Limit(limit+1), repository.Offset(offset))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	p := page[T]{Items: items, Offset: offset, Limit: limit}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		next := offset + limit
+		p.Next = &next
+	}
+	writeJSON(w, http.StatusOK, "application/json", p)
+}
+
+func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
+	e, ok := h.decode(w, r)
+	if !ok {
+		return
+	}
+	if err := h.repo.Create(r.Context(), e); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, _, _ := h.repo.Identity(e)
+	loc := strings.TrimSuffix(requestPath(r), "/") + "/" + url.PathEscape(fmt.Sprint(id))
+	w.Header().Set("Location", loc)
+	h.send(w, http.StatusCreated, e)
+}
+
+func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
+	im, inm, ok := h.conditions(w, r)
+	if !ok {
+		return
+	}
+	body, ok := h.decode(w, r)
+	if !ok {
+		return
+	}
+	if bid, _, zero := h.repo.Identity(body); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
+		problem(w, http.StatusBadRequest, "the body's id %v is not the id in the URL (%v): a PUT cannot move a record", bid, id)
+		return
+	}
+	ctx := r.Context()
+	if inm.any {
+		// Create only if absent.
+		if im.present {
+			problem(w, http.StatusBadRequest, "If-None-Match: * (create) cannot be combined with If-Match (replace)")
+			return
+		}
+		if err := h.repo.SetIdentity(body, id, 0); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		err := h.repo.Create(ctx, body)
+		if errors.Is(err, locking.ErrAlreadyExists) {
+			h.preconditionFailed(w, r, id, "the record exists and If-None-Match: * asked to create it only if absent")
+			return
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Location", requestPath(r))
+		h.send(w, http.StatusCreated, body)
+		return
+	}
+	if !im.present && h.cfg.strict {
+		problem(w, http.StatusPreconditionRequired, "a PUT must carry If-Match with the ETag of the version it replaces (or If-None-Match: * to create)")
+		return
+	}
+	if !im.present || im.any {
+		// Any existing version: replace whatever is current, atomically.
+		e, err := h.repo.Mutate(ctx, id, func(cur *T) error { return h.repo.CopyWritable(cur, body) })
+		switch {
+		case errors.Is(err, locking.ErrNotFound) && im.any:
+			h.preconditionFailed(w, r, id, "If-Match: * but the record does not exist")
+		case err != nil:
+			h.fail(w, r, err)
+		default:
+			h.send(w, http.StatusOK, e)
+		}
+		return
+	}
+	cur, err := h.repo.Get(ctx, id)
+	if errors.Is(err, locking.ErrNotFound) {
+		h.preconditionFailed(w, r, id, "If-Match names a version of a record that does not exist")
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	_, version, _ := h.repo.Identity(cur)
+	if inm.present && inm.matchWeak(version) {
+		h.preconditionFailedAt(w, version, "If-None-Match names the current version")
+		return
+	}
+	if !im.matchStrong(version) {
+		h.preconditionFailedAt(w, version, "If-Match does not name the current version %s", ETag(version))
+		return
+	}
+	if err := h.repo.CopyWritable(cur, body); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.repo.Update(ctx, cur); err != nil {
+		h.writeFailed(w, r, id, err)
+		return
+	}
+	h.send(w, http.StatusOK, cur)
+}
+
+func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
+	im, _, ok := h.conditions(w, r)
+	if !ok {
+		return
+	}
+	if !im.present && h.cfg.strict {
+		problem(w, http.StatusPreconditionRequired, "a DELETE must carry If-Match with the ETag of the version it deletes")
+		return
+	}
+	ctx := r.Context()
+	for attempt := 0; ; attempt++ {
+		cur, err := h.repo.Get(ctx, id)
+		if errors.Is(err, locking.ErrNotFound) && im.present {
+			h.preconditionFailed(w, r, id, "If-Match names a record that does not exist")
+			return
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		_, version, _ := h.repo.Identity(cur)
+		if im.present && !im.any && !im.matchStrong(version) {
+			h.preconditionFailedAt(w, version, "If-Match does not name the current version %s", ETag(version))
+			return
+		}
+		err = h.repo.Delete(ctx, cur)
+		// "Any version" (If-Match: *, or no If-Match when not strict):
+		// a concurrent change is no failed precondition, so re-read.
+		if errors.Is(err, locking.ErrStaleData) && (im.any || !im.present) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			h.writeFailed(w, r, id, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+}
+
+// conditions parses If-Match and If-None-Match.
+func (h *Handler[T]) conditions(w http.ResponseWriter, r *http.Request) (im, inm condition, ok bool) {
+	im, err := parseCondition(r.Header.Values("If-Match"))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "If-Match: %v", err)
+		return im, inm, false
+	}
+	inm, err = parseCondition(r.Header.Values("If-None-Match"))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "If-None-Match: %v", err)
+		return im, inm, false
+	}
+	return im, inm, true
+}
+
+// decode reads a JSON body into a new T, answering 415, 413 or 400.
+func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, bool) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		w.Header().Set("Accept", "application/json")
+		problem(w, http.StatusUnsupportedMediaType, "the body must be application/json")
+		return nil, false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
+	dec.DisallowUnknownFields()
+	var e T
+	err = dec.Decode(&e)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		if _, err2 := dec.Token(); err2 != io.EOF {
+			err = errors.New("data after the JSON value")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
+		return nil, false
+	case err != nil:
+		problem(w, http.StatusBadRequest, "malformed JSON body: %v", err)
+		return nil, false
+	}
+	return &e, true
+}
+
+// send writes e as JSON with its ETag.
+func (h *Handler[T]) send(w http.ResponseWriter, status int, e *T) {
+	_, version, _ := h.repo.Identity(e)
+	w.Header().Set("ETag", ETag(version))
+	writeJSON(w, status, "application/json", e)
+}
+
+// writeFailed answers a guarded write that did not apply.
+func (h *Handler[T]) writeFailed(w http.ResponseWriter, r *http.Request, id any, err error) {
+	var stale *locking.StaleDataError
+	switch {
+	case errors.As(err, &stale):
+		h.preconditionFailedAt(w, stale.Actual, "the record changed since the version named in If-Match: it is now at %s", ETag(stale.Actual))
+	case errors.Is(err, locking.ErrNotFound):
+		h.preconditionFailed(w, r, id, "the record was deleted")
+	default:
+		h.fail(w, r, err)
+	}
+}
+
+// preconditionFailed answers 412 with the current ETag, when there is a
+// current version.
+func (h *Handler[T]) preconditionFailed(w http.ResponseWriter, r *http.Request, id any, detail string) {
+	cur, err := h.repo.Get(r.Context(), id)
+	if err == nil {
+		_, version, _ := h.repo.Identity(cur)
+		w.Header().Set("ETag", ETag(version))
+	}
+	problem(w, http.StatusPreconditionFailed, "%s", detail)
+}
+
+func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, version int64, format string, args ...any) {
+	w.Header().Set("ETag", ETag(version))
+	problem(w, http.StatusPreconditionFailed, format, args...)
+}
+
+// fail answers an error from the repository with its status.
+func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var lease *locking.LeaseError
+	switch {
+	case errors.As(err, &lease) && errors.Is(err, locking.ErrLocked):
+		if !lease.Until.IsZero() {
+			secs := int64(time.Until(lease.Until)/time.Second) + 1
+			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		}
+		problem(w, http.StatusLocked, "the record is checked out (leased) until %s", lease.Until.UTC().Format(time.RFC3339))
+	case errors.Is(err, locking.ErrInvalidArgument):
+		problem(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, locking.ErrNotFound):
+		problem(w, http.StatusNotFound, "no such record")
+	case errors.Is(err, locking.ErrAlreadyExists):
+		problem(w, http.StatusConflict, "a record with this id already exists")
+	case errors.Is(err, locking.ErrStaleData):
+		problem(w, http.StatusConflict, "the record kept changing; try again")
+	case errors.Is(err, locking.ErrLocked), errors.Is(err, locking.ErrLockTimeout):
+		w.Header().Set("Retry-After", "1")
+		problem(w, http.StatusServiceUnavailable, "the database is busy; try again")
+	default:
+		if h.cfg.logError != nil {
+			h.cfg.logError(r, err)
+		}
+		problem(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// requestPath is the path the client asked for, before any StripPrefix.
+func requestPath(r *http.Request) string {
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && u.Path != "" {
+		return u.EscapedPath()
+	}
+	return r.URL.EscapedPath()
+}
+
+// Problem is an RFC 9457 problem details object.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func problem(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, "application/problem+json", Problem{
+		Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: fmt.Sprintf(format, args...),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, contentType = http.StatusInternalServerError, "application/problem+json"
+		b, _ = json.Marshal(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: "the record cannot be encoded as JSON"})
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
