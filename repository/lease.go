@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
@@ -73,6 +74,9 @@ type Lease struct {
 	// holder writes to, so they can refuse a holder that has been
 	// superseded.
 	Fence int64
+	// Key is the record's key as the database writes it as text; with
+	// Table it names the lease.
+	Key string
 	// Version is the record's version when the lease was taken.
 	Version    int64
 	AcquiredAt time.Time // by the database's clock
@@ -93,10 +97,11 @@ type LeaseOption func(*leaseCall) error
 
 type leaseCall struct{ ttl time.Duration }
 
-// TTL sets how long the lease lasts, from now by the database's clock. It
-// must be positive and at most the repository's maximum (MaxLeaseTTL unless
-// WithLeaseTTL changed it); anything else is an error matching
-// locking.ErrInvalidArgument, never silently changed.
+// TTL sets how long the lease lasts, from now by the database's clock, in
+// whole milliseconds rounded up. It must be positive and at most the
+// repository's maximum (MaxLeaseTTL unless WithLeaseTTL changed it); anything
+// else is an error matching locking.ErrInvalidArgument, never silently
+// changed.
 func TTL(d time.Duration) LeaseOption {
 	return func(c *leaseCall) error {
 		if d <= 0 {
@@ -107,35 +112,59 @@ func TTL(d time.Duration) LeaseOption {
 	}
 }
 
-// leaseSQL holds the lease statements for one dialect.
+// leaseSQL holds the lease statements of one repository's table.
 type leaseSQL struct {
-	acquire, release, renew, state, releaseOwner, sweep string
+	acquire, release, renew, state, sweep string
+	// guard is the condition every guarded write adds: no unexpired
+	// lease on the row being written.
+	guard string
 }
 
-func buildLeaseSQL(db *gorm.DB, caps dialect.Caps) *leaseSQL {
-	now := caps.NowMillis
+// buildLeaseSQL writes the lease statements for the table of m. Lease rows
+// are keyed by the database's own text of the record's key, CAST(pk AS
+// TEXT), read from the record itself: two spellings of one key (a UUID in
+// upper case, a case-insensitive collation) are one lease.
+func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
+	now := m.caps.NowMillis
+	quote := func(name string) string {
+		var b strings.Builder
+		db.Dialector.QuoteTo(&b, name)
+		return b.String()
+	}
+	table, pk := quote(m.table), quote(m.pk.DBName)
+	key := "CAST(" + table + "." + pk + " AS TEXT)"
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
 	const held = `resource = ? AND record_key = ? AND token_hash = ? AND fence = ? AND expires_ms > NOW`
 	return &leaseSQL{
-		// Take the lease when there is no row, or the row's lease is
-		// released or expired; the fence grows with every acquisition.
-		// The clock is read once. (WHERE true keeps SQLite from parsing
-		// ON CONFLICT as a join constraint.)
+		// Take the lease of an existing record when its lease row is
+		// missing, released or expired; the fence grows with every
+		// acquisition. The clock is read once. No row back: the record is
+		// missing or someone holds the lease.
 		acquire: q(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
-SELECT ?, ?, ?, ?, 1, c.now_ms, c.now_ms + ? FROM (SELECT NOW AS now_ms) AS c WHERE true
+SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + table + `.` + pk + ` = ?
 ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
   fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
 WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
-RETURNING fence, acquired_ms, expires_ms`),
+RETURNING record_key, fence, acquired_ms, expires_ms`),
 		// A released lease keeps its row, and so its fence.
 		release: q(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held),
 		renew:   q(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + ` RETURNING expires_ms`),
-		state: q(`SELECT owner, fence, acquired_ms, expires_ms FROM ` + LeaseTable +
-			` WHERE resource = ? AND record_key = ? AND token_hash IS NOT NULL AND expires_ms > NOW`),
-		releaseOwner: q(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE owner = ? AND token_hash IS NOT NULL AND expires_ms > NOW`),
-		sweep:        q(`DELETE FROM ` + LeaseTable + ` WHERE (token_hash IS NULL OR expires_ms <= NOW) AND expires_ms <= NOW - ?`),
+		state: q(`SELECT l.owner, l.fence, l.acquired_ms, l.expires_ms FROM ` + LeaseTable + ` AS l JOIN ` + table +
+			` ON l.record_key = ` + key + ` WHERE l.resource = ? AND ` + table + `.` + pk + ` = ? AND l.token_hash IS NOT NULL AND l.expires_ms > NOW`),
+		// Rows of records that no longer exist, and whose lease is over.
+		// The rows of live records stay, so their fences keep growing.
+		sweep: q(`DELETE FROM ` + LeaseTable + ` WHERE resource = ? AND (token_hash IS NULL OR expires_ms <= NOW)
+AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable + `.record_key)`),
+		guard: `NOT EXISTS (SELECT 1 FROM ` + LeaseTable + ` AS l WHERE l.resource = ` + quoteString(m.table) +
+			` AND l.record_key = ` + key + ` AND l.token_hash IS NOT NULL AND l.expires_ms > ` + now + `)`,
 	}
 }
+
+// releaseOwnerSQL ends every unexpired lease of one owner.
+const releaseOwnerSQL = `UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE owner = ? AND token_hash IS NOT NULL AND expires_ms > NOW`
+
+// quoteString is an SQL string literal.
+func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // rebind turns ? placeholders into the dialect's ($1, $2, ... on
 // PostgreSQL). The statements it is used on have no ? in literals.
@@ -156,10 +185,14 @@ func rebind(db *gorm.DB, s string) string {
 	return b.String()
 }
 
-// keyString is a primary key as the lease table stores it.
+// keyString is a primary key as text, for comparing keys in Go.
 func keyString(id any) string { return fmt.Sprint(id) }
 
 func millisTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// leaseMillis is a TTL in whole milliseconds, rounded up, so a short TTL
+// never becomes an expired lease.
+func leaseMillis(d time.Duration) int64 { return busyMillis(d) }
 
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
@@ -189,11 +222,11 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 
 // GetAndLock reads record id and leases it to owner for a limited time (the
 // Couchbase get-and-lock): until the lease ends, nobody else can lease the
-// record or write it, but everyone can still read it. The holder ends the
-// lease by writing with it (UpdateWithLease, DeleteWithLease) or with Unlock;
-// a holder that does neither never blocks the record longer than the TTL
-// (TTL option; the repository's default otherwise), judged by the database's
-// clock.
+// record or write it through a repository built WithLeases, but everyone can
+// still read it. The holder ends the lease by writing with it
+// (UpdateWithLease, DeleteWithLease) or with Unlock; a holder that does
+// neither never blocks the record longer than the TTL (TTL option; the
+// repository's default otherwise), judged by the database's clock.
 //
 // owner is the caller's opaque name for who holds the lease (a worker id, a
 // user id, a random id kept in the web session) so that ReleaseOwner can drop
@@ -205,6 +238,13 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 // locking.ErrLocked (a *locking.LeaseError saying who and until when). A
 // missing record gives an error matching locking.ErrNotFound and takes no
 // lease. The repository must be built WithLeases.
+//
+// The lease is granted at once (outside a transaction; inside RunInTx it
+// becomes visible when that commits), and the record is then read after any
+// write already holding its row has committed, so Lease.Version is current.
+// A write whose statement began before the grant and had not yet reached the
+// row can still commit just after it; the holder's UpdateWithLease then fails
+// with locking.ErrStaleData — the version guard still loses nothing.
 func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
@@ -222,39 +262,55 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 		return nil, nil, fmt.Errorf("%s: GetAndLock: token: %w", r.m.table, err)
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
-	var e *T
-	err = RunInTx(ctx, r.db, func(ctx context.Context) error {
-		db, _ := r.conn(ctx)
-		var acquired, expires int64
-		err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.acquire,
-			r.m.table, keyString(id), owner, hashToken(lease.Token), ttl.Milliseconds()).Scan(&lease.Fence, &acquired, &expires)
-		if errors.Is(err, sql.ErrNoRows) {
-			return r.leaseRefused(ctx, db, id, 0, "get-and-lock")
+	db, _ := r.conn(ctx)
+	var acquired, expires int64
+	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.acquire,
+		r.m.table, owner, hashToken(lease.Token), leaseMillis(ttl), id).Scan(&lease.Key, &lease.Fence, &acquired, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, found, verr := r.currentVersion(ctx, db, id); verr != nil {
+			return nil, nil, verr
+		} else if !found {
+			return nil, nil, fmt.Errorf("%s: GetAndLock: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
 		}
-		if err != nil {
-			return fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, locking.Classify(err))
-		}
-		lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
-		e, err = r.Get(ctx, id) // not found: the lease rolls back with the transaction
-		return err
-	})
+		return nil, nil, r.leaseRefused(ctx, db, id, 0, "get-and-lock")
+	}
 	if err != nil {
+		return nil, nil, fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, locking.Classify(err))
+	}
+	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
+
+	// Read the record once no write holds its row: FOR SHARE waits for a
+	// write in progress (PostgreSQL); SQLite's writes are already done.
+	var e T
+	q := db.WithContext(ctx)
+	if r.m.caps.How(dialect.SharedLock) == dialect.Native {
+		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
+	}
+	if err := q.Take(&e, r.m.pkEq(id)).Error; err != nil {
+		err = fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, r.translate(err, id))
+		// Deleted meanwhile, or the read failed: give the lease back.
+		if rerr := r.release(context.WithoutCancel(ctx), db, lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
+			err = errors.Join(err, rerr)
+		}
 		return nil, nil, err
 	}
-	lease.Version = r.versionOf(ctx, reflectElem(e))
-	return e, lease, nil
+	// The key as the record holds it (the database may spell it otherwise
+	// than the caller did).
+	lease.ID, _ = r.idOf(ctx, reflectElem(&e))
+	lease.Version = r.versionOf(ctx, reflectElem(&e))
+	return &e, lease, nil
 }
 
 // GetWithLease is Get that also tells whether the record is leased: the
 // state is nil when no unexpired lease is held. Reading never waits for a
 // lease.
 func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseState, error) {
+	if r.m.leases == nil {
+		return nil, nil, locking.Invalid("%s: GetWithLease: the repository was built without WithLeases", r.m.table)
+	}
 	e, err := r.Get(ctx, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if r.m.leases == nil {
-		return nil, nil, locking.Invalid("%s: GetWithLease: the repository was built without WithLeases", r.m.table)
 	}
 	id, _ = r.idOf(ctx, reflectElem(e))
 	db, _ := r.conn(ctx)
@@ -269,7 +325,7 @@ func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseSta
 func (r *Repository[T]) leaseState(ctx context.Context, db *gorm.DB, id any) (*LeaseState, error) {
 	var st LeaseState
 	var acquired, expires int64
-	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.state, r.m.table, keyString(id)).
+	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.state, r.m.table, id).
 		Scan(&st.Owner, &st.Fence, &acquired, &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -282,7 +338,7 @@ func (r *Repository[T]) leaseState(ctx context.Context, db *gorm.DB, id any) (*L
 }
 
 // leaseRefused explains why a lease operation or a guarded write found no
-// row: another holder's unexpired lease (ErrLocked), or no lease held by the
+// row: an unexpired lease someone holds (ErrLocked), or no lease held by the
 // caller any more (ErrLeaseExpired). mine is the caller's fence (0 for a
 // write without a lease).
 func (r *Repository[T]) leaseRefused(ctx context.Context, db *gorm.DB, id any, mine int64, op string) error {
@@ -304,7 +360,8 @@ func (r *Repository[T]) leaseRefused(ctx context.Context, db *gorm.DB, id any, m
 	return le
 }
 
-// checkLease validates a lease presented for record id.
+// checkLease validates a lease presented for one of the repository's
+// records and returns its key.
 func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
 	if r.m.leases == nil {
 		return nil, locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
@@ -320,15 +377,16 @@ func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
 
 // release ends lease l in the transaction or database of db; the error
 // explains a lease that is not held.
-func (r *Repository[T]) release(ctx context.Context, db *gorm.DB, id any, l *Lease, op string) error {
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.release, r.m.table, keyString(id), hashToken(l.Token), l.Fence)
+func (r *Repository[T]) release(ctx context.Context, db *gorm.DB, l *Lease, op string) error {
+	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.release, r.m.table, l.Key, hashToken(l.Token), l.Fence)
 	if err != nil {
-		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, id, locking.Classify(err))
+		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, locking.Classify(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		if err != nil {
-			return fmt.Errorf("%s: %s id=%v: rows affected: %w", r.m.table, op, id, err)
+			return fmt.Errorf("%s: %s id=%v: rows affected: %w", r.m.table, op, l.ID, err)
 		}
+		id, _ := r.m.normalizeID(l.ID)
 		return r.leaseRefused(ctx, db, id, l.Fence, op)
 	}
 	return nil
@@ -340,12 +398,11 @@ func (r *Repository[T]) release(ctx context.Context, db *gorm.DB, id any, l *Lea
 // someone holds the record, and locking.ErrLeaseExpired when the lease ran
 // out, was unlocked or was released with its owner.
 func (r *Repository[T]) Unlock(ctx context.Context, l *Lease) error {
-	id, err := r.checkLease(l, "Unlock")
-	if err != nil {
+	if _, err := r.checkLease(l, "Unlock"); err != nil {
 		return err
 	}
 	db, _ := r.conn(ctx)
-	return r.release(ctx, db, id, l, "unlock")
+	return r.release(ctx, db, l, "unlock")
 }
 
 // Renew extends the lease to the TTL (or the default) from now, by the
@@ -363,7 +420,7 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 	}
 	db, _ := r.conn(ctx)
 	var expires int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, ttl.Milliseconds(), r.m.table, keyString(id), hashToken(l.Token), l.Fence).Scan(&expires)
+	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, leaseMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence).Scan(&expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return r.leaseRefused(ctx, db, id, l.Fence, "renew")
@@ -406,11 +463,29 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	}
 	return RunInTx(ctx, r.db, func(ctx context.Context) error {
 		db, _ := r.conn(ctx)
-		if err := r.release(ctx, db, id, l, op); err != nil {
+		if err := r.release(ctx, db, l, op); err != nil {
 			return err
 		}
 		return write(ctx, e)
 	})
+}
+
+// Sweep deletes the lease rows of records of this table that no longer
+// exist and whose lease is over, and returns how many. The rows of existing
+// records are kept, released or expired, so their fencing counters keep
+// growing; expired leases need no cleaning, the next GetAndLock takes them
+// over. Sweep compares every lease row of the table with the table's keys:
+// run it now and then, not on every request.
+func (r *Repository[T]) Sweep(ctx context.Context) (int64, error) {
+	if r.m.leases == nil {
+		return 0, locking.Invalid("%s: Sweep: the repository was built without WithLeases", r.m.table)
+	}
+	db, _ := r.conn(ctx)
+	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.sweep, r.m.table)
+	if err != nil {
+		return 0, fmt.Errorf("%s: Sweep: %w", r.m.table, locking.Classify(err))
+	}
+	return res.RowsAffected()
 }
 
 // ReleaseOwner ends every unexpired lease owner holds, on every table of db
@@ -418,32 +493,15 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 // Leases of other owners are untouched. Inside RunInTx it joins the
 // transaction.
 func ReleaseOwner(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
+	if db == nil {
+		return 0, locking.Invalid("ReleaseOwner: db is nil")
+	}
 	if owner == "" {
 		return 0, locking.Invalid("ReleaseOwner: owner is empty")
 	}
-	return leaseExec(ctx, db, "ReleaseOwner", func(s *leaseSQL) string { return s.releaseOwner }, owner)
-}
-
-// Sweep deletes the lease rows of db that have been released or expired for
-// at least idle, and returns how many. Leases are also taken over lazily when
-// they expire, so sweeping only keeps the table small. A swept record's
-// fencing counter starts again at 1; a holder of any lease that old has long
-// been refused (its token no longer matches), but a system that compares
-// fences across that gap should sweep with a long idle time, or never.
-func Sweep(ctx context.Context, db *gorm.DB, idle time.Duration) (int64, error) {
-	if idle < 0 {
-		return 0, locking.Invalid("Sweep: idle must not be negative, got %v", idle)
-	}
-	return leaseExec(ctx, db, "Sweep", func(s *leaseSQL) string { return s.sweep }, idle.Milliseconds())
-}
-
-func leaseExec(ctx context.Context, db *gorm.DB, op string, stmt func(*leaseSQL) string, arg any) (int64, error) {
-	if db == nil {
-		return 0, locking.Invalid("%s: db is nil", op)
-	}
 	caps, ok := dialect.Lookup(db.Dialector.Name())
 	if !ok {
-		return 0, fmt.Errorf("%w: %s: dialect %q", locking.ErrNotSupported, op, db.Dialector.Name())
+		return 0, fmt.Errorf("%w: ReleaseOwner: dialect %q", locking.ErrNotSupported, db.Dialector.Name())
 	}
 	pool := db.Statement.ConnPool
 	if sqlDB, err := db.DB(); err == nil {
@@ -451,9 +509,10 @@ func leaseExec(ctx context.Context, db *gorm.DB, op string, stmt func(*leaseSQL)
 			pool = st.tx.Statement.ConnPool
 		}
 	}
-	res, err := pool.ExecContext(ctx, stmt(buildLeaseSQL(db, caps)), arg)
+	q := rebind(db, strings.ReplaceAll(releaseOwnerSQL, "NOW", caps.NowMillis))
+	res, err := pool.ExecContext(ctx, q, owner)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", op, locking.Classify(err))
+		return 0, fmt.Errorf("ReleaseOwner: %w", locking.Classify(err))
 	}
 	return res.RowsAffected()
 }

@@ -3,8 +3,10 @@ package repository_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,12 +328,158 @@ func TestReleaseOwner(t *testing.T) {
 		_, err = repository.ReleaseOwner(ctx, db, "")
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 
-		// Sweep drops released rows once idle; active leases stay.
-		swept, err := repository.Sweep(ctx, db, 0)
+		// Sweep drops the rows of deleted records whose lease is over:
+		// bob's (released) go, alice's (still held) stay even when her
+		// records are gone, and the rows of live records stay for their
+		// fences.
+		require.NoError(t, db.Exec("DELETE FROM documents WHERE id IN (SELECT record_key FROM gormlock_leases WHERE owner IN ('alice', 'bob'))").Error)
+		swept, err := docs.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, held["bob"], swept)
 		var rows int64
 		require.NoError(t, db.Raw("SELECT count(*) FROM gormlock_leases").Scan(&rows).Error)
 		assert.Equal(t, held["alice"]+held["carol"], rows)
 	})
+}
+
+// Sweep keeps the lease rows of live records, so fences never restart.
+func TestSweepKeepsFences(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		ctx := context.Background()
+		newDoc(t, docs, "doc-1")
+		for want := int64(1); want <= 3; want++ {
+			_, l, err := docs.GetAndLock(ctx, "doc-1", "alice")
+			require.NoError(t, err)
+			assert.Equal(t, want, l.Fence)
+			require.NoError(t, docs.Unlock(ctx, l))
+			n, err := docs.Sweep(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, n)
+		}
+	})
+}
+
+// A TTL under a millisecond is rounded up, never turned into an expired
+// lease.
+func TestShortTTLIsRoundedUp(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		docs := leasedDocs(t, db)
+		newDoc(t, docs, "doc-1")
+		_, l, err := docs.GetAndLock(context.Background(), "doc-1", "alice", repository.TTL(900*time.Microsecond))
+		require.NoError(t, err)
+		assert.Equal(t, time.Millisecond, l.ExpiresAt.Sub(l.AcquiredAt))
+	})
+}
+
+// uuidDoc keeps a string key in a uuid column: the database accepts several
+// spellings of one key.
+type uuidDoc struct {
+	ID    string `gorm:"type:uuid;primaryKey"`
+	Title string
+	models.Versioned
+}
+
+// Two spellings of one key are one lease: the lease row is keyed by the
+// database's own text of the key.
+func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	require.NoError(t, db.AutoMigrate(&uuidDoc{}))
+	docs, err := repository.New[uuidDoc](db, repository.WithLeases())
+	require.NoError(t, err)
+	ctx := context.Background()
+	const lower = "6f1c1d7e-2a55-4c39-9d0e-3f6a2f4b8c11"
+	upper := strings.ToUpper(lower)
+	require.NoError(t, docs.Create(ctx, &uuidDoc{ID: lower, Title: "t"}))
+
+	d, lease, err := docs.GetAndLock(ctx, upper, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, lower, lease.Key)
+	_, _, err = docs.GetAndLock(ctx, lower, "bob")
+	requireLeaseErr(t, err, locking.ErrLocked)
+	_, st, err := docs.GetWithLease(ctx, upper)
+	require.NoError(t, err)
+	require.NotNil(t, st)
+	assert.Equal(t, "alice", st.Owner)
+	other, err := docs.Get(ctx, lower)
+	require.NoError(t, err)
+	other.Title = "bob"
+	requireLeaseErr(t, docs.Update(ctx, other), locking.ErrLocked)
+	d.Title = "alice"
+	require.NoError(t, docs.UpdateWithLease(ctx, d, lease))
+}
+
+// A write already holding the record's row when the lease is granted
+// commits first, and the lease records the version after it.
+func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	docs := leasedDocs(t, db)
+	ctx := context.Background()
+	newDoc(t, docs, "doc-1")
+	written := make(chan struct{})
+	release := make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		writer <- repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			d, err := docs.Get(ctx, "doc-1")
+			if err != nil {
+				return err
+			}
+			d.Title = "bob"
+			if err := docs.Update(ctx, d); err != nil {
+				return err
+			}
+			close(written)
+			<-release
+			return nil
+		})
+	}()
+	<-written
+	type result struct {
+		d   *models.Document
+		l   *repository.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		d, l, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		got <- result{d, l, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'").Scan(&n).Error)
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond, "GetAndLock waits for the write holding the row")
+	close(release)
+	require.NoError(t, <-writer)
+	r := <-got
+	require.NoError(t, r.err)
+	assert.EqualValues(t, 2, r.l.Version)
+	assert.Equal(t, "bob", r.d.Title)
+	r.d.Title = "alice"
+	require.NoError(t, docs.UpdateWithLease(ctx, r.d, r.l))
+}
+
+// In a REPEATABLE READ transaction the lease check could miss a lease taken
+// after its snapshot: lease-guarded writes refuse to run there.
+func TestLeaseGuardedWriteRefusesRepeatableRead(t *testing.T) {
+	db := testdb.Open(t, "postgres")
+	docs := leasedDocs(t, db)
+	ctx := context.Background()
+	newDoc(t, docs, "doc-1")
+	err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+		d, err := docs.Get(ctx, "doc-1")
+		require.NoError(t, err)
+		_, _, err = docs.GetAndLock(context.Background(), "doc-1", "alice") // outside, after the snapshot
+		require.NoError(t, err)
+		d.Title = "bob"
+		err = docs.Update(ctx, d)
+		require.ErrorIs(t, err, locking.ErrNotSupported)
+		require.ErrorIs(t, docs.Delete(ctx, d), locking.ErrNotSupported)
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	require.NoError(t, err)
+	got, err := docs.Get(ctx, "doc-1")
+	require.NoError(t, err)
+	assert.Equal(t, "draft", got.Title)
 }

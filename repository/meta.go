@@ -142,7 +142,7 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 // using the dialect's placeholders, so the hot path only binds values.
 func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	if leases {
-		m.leases = buildLeaseSQL(db, m.caps)
+		m.leases = buildLeaseSQL(db, m)
 	}
 	w := &sqlWriter{db: db}
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
@@ -198,9 +198,7 @@ func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
 func (w *sqlWriter) guard(m *meta) *sqlWriter {
 	w.str(" WHERE ").eq(m.pk.DBName).str(" AND ").eq(m.version.DBName)
 	if m.leases != nil {
-		w.str(" AND NOT EXISTS (SELECT 1 FROM ").quote(LeaseTable).str(" WHERE ").eq("resource").
-			str(" AND ").eq("record_key").str(" AND ").quote("token_hash").str(" IS NOT NULL AND ").
-			quote("expires_ms").str(" > ").str(m.caps.NowMillis).str(")")
+		w.str(" AND ").str(m.leases.guard)
 	}
 	return w
 }

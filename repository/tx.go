@@ -19,6 +19,7 @@ type txKey struct{}
 type txState struct {
 	sqlDB *sql.DB
 	tx    *gorm.DB
+	iso   sql.IsolationLevel // as RunInTx was asked; LevelDefault otherwise
 }
 
 // RunInTx runs fn in a database transaction on db and commits it when fn
@@ -70,7 +71,11 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 			tx.Rollback()
 		}
 	}()
-	if err := fn(context.WithValue(ctx, txKey{}, &txState{sqlDB: sqlDB, tx: tx})); err != nil {
+	st := &txState{sqlDB: sqlDB, tx: tx}
+	if len(opts) > 0 && opts[0] != nil {
+		st.iso = opts[0].Isolation
+	}
+	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
 		return err
 	}
 	committed = true // a failed COMMIT ends the transaction as well

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -121,6 +122,9 @@ func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T) error {
 // without changing the entity. No matching row gives a
 // *locking.StaleDataError or a *locking.NotFoundError, unwrapped.
 func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string, rv reflect.Value, id any, expected int64, method string) (any, error) {
+	if err := r.checkIsolation(ctx, method); err != nil {
+		return nil, err
+	}
 	op := "update"
 	args := make([]any, 0, len(r.m.setCols)+6)
 	if method == "ForceIncrement" {
@@ -243,6 +247,9 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkIsolation(ctx, "Delete"); err != nil {
+		return err
+	}
 	db, _ := r.conn(ctx)
 	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.deleteSQL, r.guardArgs(make([]any, 0, 4), id, expected)...)
 	if err != nil {
@@ -308,12 +315,29 @@ func (r *Repository[T]) checkAffected(ctx context.Context, db *gorm.DB, res sql.
 	return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
 }
 
-// guardArgs appends the arguments of the guard: the key and the expected
-// version, and with leases the lease table's resource and key.
-func (r *Repository[T]) guardArgs(args []any, id any, expected int64) []any {
-	args = append(args, id, expected)
-	if r.m.leases != nil {
-		args = append(args, r.m.table, keyString(id))
+// checkIsolation refuses a lease-guarded write inside a PostgreSQL
+// transaction that reads from one snapshot for its whole length (REPEATABLE
+// READ, SERIALIZABLE): the lease check would not see a lease taken after the
+// snapshot, and taking a lease does not touch the record, so the database
+// would not report the conflict either.
+func (r *Repository[T]) checkIsolation(ctx context.Context, method string) error {
+	if r.m.leases == nil || r.m.caps.Name != dialect.Postgres {
+		return nil
 	}
-	return args
+	st, ok := ctx.Value(txKey{}).(*txState)
+	if !ok || st.sqlDB != r.sqlDB {
+		return nil
+	}
+	switch st.iso {
+	case sql.LevelRepeatableRead, sql.LevelSnapshot, sql.LevelSerializable, sql.LevelLinearizable:
+		return fmt.Errorf("%w: %s: %s: a repository WithLeases writes only in READ COMMITTED transactions (this one is %v): a lease taken after the transaction's snapshot would be invisible to it",
+			locking.ErrNotSupported, r.m.table, method, st.iso)
+	}
+	return nil
+}
+
+// guardArgs appends the arguments of the guard: the key and the expected
+// version.
+func (r *Repository[T]) guardArgs(args []any, id any, expected int64) []any {
+	return append(args, id, expected)
 }
