@@ -1,0 +1,81 @@
+package rest_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+	"github.com/gormlock/gormlock/rest"
+)
+
+// FuzzHandler sends random methods, paths, conditional headers, content
+// types and bodies to the documents and accounts handlers on SQLite. The
+// handler must never panic and never answer a client's mistake with a 5xx.
+// The corpus in testdata/fuzz/FuzzHandler runs with every go test.
+func FuzzHandler(f *testing.F) {
+	f.Add("GET", "/documents/d1", "", "", "", []byte(nil))
+	f.Add("GET", "/documents/d1", "", `W/"1"`, "", []byte(nil))
+	f.Add("POST", "/documents/", "", "", "application/json", []byte(`{"id":"x","title":"t","attrs":{"a":"b"}}`))
+	f.Add("PUT", "/documents/d1", `"1"`, "", "application/json", []byte(`{"title":"t"}`))
+	f.Add("PUT", "/documents/d2", "", "*", "application/json; charset=utf-8", []byte(`{"id":"d2"}`))
+	f.Add("PUT", "/documents/d1", "*", "", "application/merge-patch+json", []byte(`{"attrs":null}`))
+	f.Add("DELETE", "/documents/d1", `"1", W/"2"`, "", "", []byte(nil))
+	f.Add("GET", "/documents/?limit=2&offset=1", "", "", "", []byte(nil))
+	f.Add("POST", "/accounts/", "", "", "application/json", []byte(`{"owner":"o","balance":-9223372036854775808}`))
+	f.Add("PUT", "/accounts/1", `"1"`, "", "application/json", []byte(`{"id":1.5}`))
+	f.Add("GET", "/accounts/-1", "", "", "", []byte(nil))
+
+	db := testdb.Open(f, "sqlite")
+	docs, err := repository.New[models.Document](db)
+	if err != nil {
+		f.Fatal(err)
+	}
+	accounts, err := repository.New[models.Account](db)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := docs.Create(context.Background(), &models.Document{ID: "d1", Title: "t"}); err != nil {
+		f.Fatal(err)
+	}
+	var serverErr error
+	logErr := rest.ErrorLog(func(_ *http.Request, err error) { serverErr = err })
+	dh, err := rest.New(docs, logErr, rest.MaxBodyBytes(4096))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ah, err := rest.New(accounts, logErr)
+	if err != nil {
+		f.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/documents/", http.StripPrefix("/documents", dh))
+	mux.Handle("/accounts/", http.StripPrefix("/accounts", ah))
+
+	f.Fuzz(func(t *testing.T, method, path, ifMatch, ifNoneMatch, contentType string, body []byte) {
+		req, err := http.NewRequest(method, "http://example.com"+path, bytes.NewReader(body))
+		if err != nil || req.URL.Path == "" || req.URL.Path[0] != '/' {
+			t.Skip("not a request a server would accept")
+		}
+		req.RequestURI = req.URL.RequestURI()
+		for name, v := range map[string]string{"If-Match": ifMatch, "If-None-Match": ifNoneMatch, "Content-Type": contentType} {
+			if v != "" {
+				req.Header.Set(name, v)
+			}
+		}
+		serverErr = nil
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s: %d %s (server error: %v)", method, path, rec.Code, rec.Body.String(), serverErr)
+		}
+		if rec.Code < 300 && rec.Code != http.StatusNoContent && method != "HEAD" &&
+			req.URL.Path != "/documents/" && req.URL.Path != "/accounts/" && rec.Header().Get("ETag") == "" {
+			t.Fatalf("%s %s: %d without an ETag", method, path, rec.Code)
+		}
+	})
+}
