@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/opendb"
+)
+
+// readmeSession returns the commands of the README's curl session and the
+// output shown after each.
+func readmeSession(t *testing.T) (cmds []string, want []string) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "<!-- session: checked by TestREADMESession in examples/rest -->\n```console\n")
+	require.True(t, ok, "README.md has no session block")
+	block, _, ok := strings.Cut(rest, "\n```")
+	require.True(t, ok)
+	for _, line := range strings.Split(block, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+			cmds = append(cmds, cmd)
+			want = append(want, "")
+			continue
+		}
+		require.NotEmpty(t, cmds, "output before the first command: %q", line)
+		want[len(want)-1] += strings.TrimRight(line, " ") + "\n"
+	}
+	return cmds, want
+}
+
+// The README's curl session, run with curl against the example server on
+// each database, prints exactly what the README shows.
+func TestREADMESession(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is needed to replay the README session")
+		}
+		t.Skip("curl is not installed")
+	}
+	cmds, want := readmeSession(t)
+	require.GreaterOrEqual(t, len(cmds), 8)
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "rest.db")
+			if d == "postgres" {
+				dsn = testdb.PostgresSchema(t)
+			}
+			db, err := opendb.Open(dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = opendb.Close(db) })
+			h, err := newHandler(context.Background(), db)
+			require.NoError(t, err)
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			host := strings.TrimPrefix(srv.URL, "http://")
+
+			var script strings.Builder
+			for _, c := range cmds {
+				script.WriteString(strings.ReplaceAll(c, "localhost:8080", host) + "\necho '@@@'\n")
+			}
+			out, err := exec.Command("bash", "-c", script.String()).CombinedOutput()
+			require.NoError(t, err, string(out))
+			got := strings.Split(string(out), "@@@\n")
+			require.Len(t, got, len(cmds)+1, string(out))
+			for i := range cmds {
+				var norm strings.Builder
+				for _, line := range strings.SplitAfter(got[i], "\n") {
+					if line != "" {
+						norm.WriteString(strings.TrimRight(line, " \n") + "\n")
+					}
+				}
+				// curl -w and a JSON body may lack a final newline.
+				require.Equal(t, want[i], norm.String(), "after $ %s", cmds[i])
+			}
+		})
+	}
+}
