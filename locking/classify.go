@@ -21,6 +21,9 @@ var pgKinds = map[string]error{
 	"55P03": ErrLocked,        // lock_not_available (NOWAIT, lock_timeout)
 	"40P01": ErrDeadlock,      // deadlock_detected
 	"40001": ErrSerialization, // serialization_failure
+	// program_limit_exceeded: a value too large for an index (a very long
+	// key), a statement too complex. Caused by the input, so bad input.
+	"54000": ErrInvalidArgument,
 }
 
 // sqliteKinds maps SQLite extended result codes to gormlock's sentinels.

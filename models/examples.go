@@ -36,6 +36,15 @@ func (Document) TableName() string { return "documents" }
 // (TEXT on SQLite, JSONB on PostgreSQL). A nil map is stored as {}.
 type Attributes map[string]string
 
+// MarshalJSON writes a nil map as {}, as it is stored, so a record sent
+// before and after a round trip through the database is the same JSON.
+func (a Attributes) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(map[string]string(a))
+}
+
 // Value implements driver.Valuer.
 func (a Attributes) Value() (driver.Value, error) {
 	if a == nil {

@@ -45,6 +45,12 @@ func (r *Repository[T]) ParseID(s string) (any, error) {
 	return r.m.normalizeID(v.Elem().Interface())
 }
 
+// KeyAssignedByDatabase reports whether the database assigns the primary
+// key (an auto-increment integer key). Adapters should then not let clients
+// choose keys: an explicit key does not advance PostgreSQL's identity
+// sequence, and a later assigned key would collide with it.
+func (r *Repository[T]) KeyAssignedByDatabase() bool { return r.m.pk.AutoIncrement }
+
 // Identity returns e's primary key and version, and whether the key is the
 // zero value (not set).
 func (r *Repository[T]) Identity(e *T) (id any, version int64, zeroID bool) {

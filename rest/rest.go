@@ -39,6 +39,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -232,9 +233,31 @@ func (h *Handler[T]) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
-	e, ok := h.decode(w, r)
+	body, ok := h.decode(w, r)
 	if !ok {
 		return
+	}
+	// Only the writable fields come from the client: not the version, not
+	// the timestamps.
+	e := new(T)
+	if err := h.repo.CopyWritable(e, body); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	bid, _, zero := h.repo.Identity(body)
+	switch {
+	case h.repo.KeyAssignedByDatabase() && !zero:
+		problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: leave the id out")
+		return
+	case !zero:
+		if s := fmt.Sprint(bid); s == "." || s == ".." {
+			problem(w, http.StatusBadRequest, "%q cannot be an id: it would not be reachable in a URL", s)
+			return
+		}
+		if err := h.repo.SetIdentity(e, bid, 0); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	if err := h.repo.Create(r.Context(), e); err != nil {
 		h.fail(w, r, err)
@@ -244,6 +267,28 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 	loc := strings.TrimSuffix(requestPath(r), "/") + "/" + url.PathEscape(fmt.Sprint(id))
 	w.Header().Set("Location", loc)
 	h.send(w, http.StatusCreated, e)
+}
+
+// errPrecondition ends a Mutate whose precondition failed on the version
+// it read.
+var errPrecondition = errors.New("precondition failed")
+
+// failedCondition evaluates If-Match and then If-None-Match (RFC 9110,
+// section 13.2.2) for a state-changing request against the record's current
+// version (exists is false when there is no record), and says which failed;
+// "" means both pass.
+func failedCondition(im, inm condition, exists bool, version int64) string {
+	switch {
+	case im.present && !exists:
+		return "If-Match names a version of a record that does not exist"
+	case im.present && !im.any && !im.matchStrong(version):
+		return "If-Match does not name the current version " + ETag(version)
+	case inm.present && exists && inm.any:
+		return "the record exists, and If-None-Match: * asked to create it only if absent"
+	case inm.present && exists && inm.matchWeak(version):
+		return "If-None-Match names the current version " + ETag(version)
+	}
+	return ""
 }
 
 func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
@@ -259,20 +304,44 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		problem(w, http.StatusBadRequest, "the body's id %v is not the id in the URL (%v): a PUT cannot move a record", bid, id)
 		return
 	}
+	if !im.present && !inm.any && h.cfg.strict {
+		problem(w, http.StatusPreconditionRequired, "a PUT must carry If-Match with the ETag of the version it replaces (or If-None-Match: * to create)")
+		return
+	}
 	ctx := r.Context()
-	if inm.any {
+	cur, err := h.repo.Get(ctx, id)
+	exists := err == nil
+	if err != nil && !errors.Is(err, locking.ErrNotFound) {
+		h.fail(w, r, err)
+		return
+	}
+	var version int64
+	if exists {
+		_, version, _ = h.repo.Identity(cur)
+	}
+	if why := failedCondition(im, inm, exists, version); why != "" {
+		h.preconditionFailedAt(w, exists, version, "%s", why)
+		return
+	}
+	switch {
+	case !exists && inm.any:
 		// Create only if absent.
-		if im.present {
-			problem(w, http.StatusBadRequest, "If-None-Match: * (create) cannot be combined with If-Match (replace)")
+		if h.repo.KeyAssignedByDatabase() {
+			problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: create with POST")
 			return
 		}
-		if err := h.repo.SetIdentity(body, id, 0); err != nil {
+		e := new(T)
+		if err := h.repo.CopyWritable(e, body); err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		err := h.repo.Create(ctx, body)
+		if err := h.repo.SetIdentity(e, id, 0); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		err := h.repo.Create(ctx, e)
 		if errors.Is(err, locking.ErrAlreadyExists) {
-			h.preconditionFailed(w, r, id, "the record exists and If-None-Match: * asked to create it only if absent")
+			h.preconditionFailed(w, r, id, "the record was created meanwhile, and If-None-Match: * asked to create it only if absent")
 			return
 		}
 		if err != nil {
@@ -280,57 +349,42 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			return
 		}
 		w.Header().Set("Location", requestPath(r))
-		h.send(w, http.StatusCreated, body)
-		return
-	}
-	if !im.present && h.cfg.strict {
-		problem(w, http.StatusPreconditionRequired, "a PUT must carry If-Match with the ETag of the version it replaces (or If-None-Match: * to create)")
-		return
-	}
-	if !im.present || im.any {
-		// Any existing version: replace whatever is current, atomically.
-		e, err := h.repo.Mutate(ctx, id, func(cur *T) error { return h.repo.CopyWritable(cur, body) })
+		h.send(w, http.StatusCreated, e)
+	case !exists:
+		problem(w, http.StatusNotFound, "no such record")
+	case im.present && !im.any:
+		// The named version is current: the guarded write at that version.
+		if err := h.repo.CopyWritable(cur, body); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if err := h.repo.Update(ctx, cur); err != nil {
+			h.writeFailed(w, r, id, err)
+			return
+		}
+		h.send(w, http.StatusOK, cur)
+	default:
+		// Any existing version: replace whatever is current, atomically,
+		// re-checking If-None-Match on every version read.
+		e, err := h.repo.Mutate(ctx, id, func(cur *T) error {
+			if _, v, _ := h.repo.Identity(cur); failedCondition(im, inm, true, v) != "" {
+				return errPrecondition
+			}
+			return h.repo.CopyWritable(cur, body)
+		})
 		switch {
-		case errors.Is(err, locking.ErrNotFound) && im.any:
-			h.preconditionFailed(w, r, id, "If-Match: * but the record does not exist")
+		case errors.Is(err, errPrecondition) || errors.Is(err, locking.ErrNotFound):
+			h.preconditionFailed(w, r, id, "the record changed and no longer meets If-None-Match, or was deleted")
 		case err != nil:
 			h.fail(w, r, err)
 		default:
 			h.send(w, http.StatusOK, e)
 		}
-		return
 	}
-	cur, err := h.repo.Get(ctx, id)
-	if errors.Is(err, locking.ErrNotFound) {
-		h.preconditionFailed(w, r, id, "If-Match names a version of a record that does not exist")
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	_, version, _ := h.repo.Identity(cur)
-	if inm.present && inm.matchWeak(version) {
-		h.preconditionFailedAt(w, version, "If-None-Match names the current version")
-		return
-	}
-	if !im.matchStrong(version) {
-		h.preconditionFailedAt(w, version, "If-Match does not name the current version %s", ETag(version))
-		return
-	}
-	if err := h.repo.CopyWritable(cur, body); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.repo.Update(ctx, cur); err != nil {
-		h.writeFailed(w, r, id, err)
-		return
-	}
-	h.send(w, http.StatusOK, cur)
 }
 
 func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
-	im, _, ok := h.conditions(w, r)
+	im, inm, ok := h.conditions(w, r)
 	if !ok {
 		return
 	}
@@ -341,17 +395,21 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		cur, err := h.repo.Get(ctx, id)
-		if errors.Is(err, locking.ErrNotFound) && im.present {
-			h.preconditionFailed(w, r, id, "If-Match names a record that does not exist")
-			return
-		}
-		if err != nil {
+		exists := err == nil
+		if err != nil && !errors.Is(err, locking.ErrNotFound) {
 			h.fail(w, r, err)
 			return
 		}
-		_, version, _ := h.repo.Identity(cur)
-		if im.present && !im.any && !im.matchStrong(version) {
-			h.preconditionFailedAt(w, version, "If-Match does not name the current version %s", ETag(version))
+		var version int64
+		if exists {
+			_, version, _ = h.repo.Identity(cur)
+		}
+		if why := failedCondition(im, inm, exists, version); why != "" {
+			h.preconditionFailedAt(w, exists, version, "%s", why)
+			return
+		}
+		if !exists {
+			problem(w, http.StatusNotFound, "no such record")
 			return
 		}
 		err = h.repo.Delete(ctx, cur)
@@ -384,7 +442,7 @@ func (h *Handler[T]) conditions(w http.ResponseWriter, r *http.Request) (im, inm
 	return im, inm, true
 }
 
-// decode reads a JSON body into a new T, answering 415, 413 or 400.
+// decode reads a JSON object body into a new T, answering 415, 413 or 400.
 func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, bool) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -392,24 +450,30 @@ func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, bool) {
 		problem(w, http.StatusUnsupportedMediaType, "the body must be application/json")
 		return nil, false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
+		return nil, false
+	}
+	if err != nil {
+		problem(w, http.StatusBadRequest, "reading the body: %v", err)
+		return nil, false
+	}
+	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		problem(w, http.StatusBadRequest, "the body must be a JSON object")
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var e T
 	err = dec.Decode(&e)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
-	}
 	if err == nil {
 		if _, err2 := dec.Token(); err2 != io.EOF {
-			err = errors.New("data after the JSON value")
+			err = errors.New("data after the JSON object")
 		}
 	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
-		return nil, false
-	case err != nil:
+	if err != nil {
 		problem(w, http.StatusBadRequest, "malformed JSON body: %v", err)
 		return nil, false
 	}
@@ -428,7 +492,7 @@ func (h *Handler[T]) writeFailed(w http.ResponseWriter, r *http.Request, id any,
 	var stale *locking.StaleDataError
 	switch {
 	case errors.As(err, &stale):
-		h.preconditionFailedAt(w, stale.Actual, "the record changed since the version named in If-Match: it is now at %s", ETag(stale.Actual))
+		h.preconditionFailedAt(w, true, stale.Actual, "the record changed since the version named in If-Match: it is now at %s", ETag(stale.Actual))
 	case errors.Is(err, locking.ErrNotFound):
 		h.preconditionFailed(w, r, id, "the record was deleted")
 	default:
@@ -447,8 +511,10 @@ func (h *Handler[T]) preconditionFailed(w http.ResponseWriter, r *http.Request, 
 	problem(w, http.StatusPreconditionFailed, "%s", detail)
 }
 
-func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, version int64, format string, args ...any) {
-	w.Header().Set("ETag", ETag(version))
+func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, exists bool, version int64, format string, args ...any) {
+	if exists {
+		w.Header().Set("ETag", ETag(version))
+	}
 	problem(w, http.StatusPreconditionFailed, format, args...)
 }
 
@@ -463,6 +529,13 @@ func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		problem(w, http.StatusLocked, "the record is checked out (leased) until %s", lease.Until.UTC().Format(time.RFC3339))
 	case errors.Is(err, locking.ErrInvalidArgument):
+		var de *locking.DatabaseError
+		if errors.As(err, &de) {
+			// The database refused a value (too long, not valid text):
+			// say so without its message, which names tables and SQL.
+			problem(w, http.StatusBadRequest, "the database refused a value of the request (too long, or not valid text)")
+			return
+		}
 		problem(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, locking.ErrNotFound):
 		problem(w, http.StatusNotFound, "no such record")

@@ -2,6 +2,8 @@ package rest_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -163,7 +165,13 @@ func TestBadRequests(t *testing.T) {
 			{"star and tags", "PUT", "/documents/d1", `{"title":"t"}`, []string{"If-Match", `*, "1"`}, 400},
 			{"malformed If-None-Match", "GET", "/documents/d1", ``, []string{"If-None-Match", `"1`}, 400},
 			{"body moves the record", "PUT", "/documents/d1", `{"id":"d2","title":"t"}`, []string{"If-Match", `"1"`}, 400},
-			{"create and replace", "PUT", "/documents/d9", `{"title":"t"}`, []string{"If-Match", `"1"`, "If-None-Match", "*"}, 400},
+			{"create and replace", "PUT", "/documents/d9", `{"title":"t"}`, []string{"If-Match", `"1"`, "If-None-Match", "*"}, 412},
+			{"null body", "PUT", "/documents/d1", `null`, []string{"If-Match", `"1"`}, 400},
+			{"array body", "POST", "/documents/", `[{"id":"x"}]`, nil, 400},
+			{"dot-dot id", "POST", "/documents/", `{"id":"..","title":"t"}`, nil, 400},
+			{"over the limit in trailing space", "POST", "/documents/", `{"id":"x"}` + strings.Repeat(" ", 2000), nil, 413},
+			{"client-chosen auto-increment id", "POST", "/accounts/", `{"id":77,"owner":"o"}`, nil, 400},
+			{"create-only PUT of an auto-increment id", "PUT", "/accounts/77", `{"owner":"o"}`, []string{"If-None-Match", "*"}, 400},
 			{"integer id", "GET", "/accounts/abc", ``, nil, 400},
 			{"id overflow", "GET", "/accounts/99999999999999999999", ``, nil, 400},
 			{"zero id", "GET", "/accounts/0", ``, nil, 400},
@@ -189,6 +197,13 @@ func TestBadRequests(t *testing.T) {
 					assert.NotEmpty(t, r.header.Get("Allow"))
 				}
 			})
+		}
+		// The database's refusals are 400 without the database's message.
+		for _, path := range []string{"/documents/a%00b", "/documents/%FF"} {
+			r := c.do("GET", path, "")
+			require.Contains(t, []int{400, 404}, r.status, path)
+			assert.NotContains(t, r.body, "SQLSTATE", path)
+			assert.NotContains(t, r.body, "documents:", path)
 		}
 		// Nothing above changed d1.
 		r := c.do("GET", "/documents/d1", "")
@@ -443,5 +458,59 @@ func TestCheckThenWriteLosesUpdates(t *testing.T) {
 		}
 		require.Positive(t, bothWon, "check-then-write must let both clients win some rounds")
 		t.Logf("%s: both clients got 200 in %d of 100 rounds (one update lost each time)", db.Dialector.Name(), bothWon)
+	})
+}
+
+// A key too long for the database's index is the client's mistake: 400.
+func TestVeryLongIDIsBadRequest(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		c := server(t, db, nil)
+		// Incompressible, so PostgreSQL cannot squeeze it into its index.
+		var b strings.Builder
+		for i := 0; b.Len() < 6000; i++ {
+			sum := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+			b.WriteString(hex.EncodeToString(sum[:]))
+		}
+		id := b.String()
+		r := c.do("POST", "/documents/", `{"id":"`+id+`","title":"t"}`)
+		want := map[string]int{"sqlite": 201, "postgres": 400}[db.Dialector.Name()]
+		require.Equal(t, want, r.status, r.body)
+		assert.NotContains(t, r.body, "SQLSTATE")
+	})
+}
+
+// Only the writable fields come from a body: not the timestamps, and the
+// response is the JSON a later GET returns.
+func TestBodyCannotSetTimestamps(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		c := server(t, db, nil)
+		r := c.do("POST", "/documents/", `{"id":"d1","title":"t","created_at":"1999-01-01T00:00:00Z","updated_at":"1999-01-01T00:00:00Z"}`)
+		require.Equal(t, http.StatusCreated, r.status, r.body)
+		created := doc(t, r.body)
+		assert.Greater(t, created.CreatedAt.Year(), 2000)
+		assert.Greater(t, created.UpdatedAt.Year(), 2000)
+		get := c.do("GET", "/documents/d1", "")
+		assert.Equal(t, r.etag(), get.etag())
+		assert.JSONEq(t, r.body, get.body, "one ETag, one representation")
+
+		r = c.do("PUT", "/documents/d2", `{"title":"t","created_at":"1999-01-01T00:00:00Z"}`, "If-None-Match", "*")
+		require.Equal(t, http.StatusCreated, r.status, r.body)
+		assert.Greater(t, doc(t, r.body).CreatedAt.Year(), 2000)
+	})
+}
+
+// If-None-Match counts on PUT and DELETE too (RFC 9110, 13.2.2).
+func TestIfNoneMatchOnWrites(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		c := server(t, db, nil)
+		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
+		r := c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", "*", "If-None-Match", `"1"`)
+		require.Equal(t, http.StatusPreconditionFailed, r.status)
+		assert.Equal(t, `"1"`, r.etag())
+		r = c.do("DELETE", "/documents/d1", "", "If-Match", `"1"`, "If-None-Match", `W/"1"`)
+		require.Equal(t, http.StatusPreconditionFailed, r.status)
+		r = c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", "*", "If-None-Match", `"7"`)
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "", "If-Match", `"2"`, "If-None-Match", `"1"`).status)
 	})
 }
