@@ -55,15 +55,24 @@ func stress(t *testing.T, db *gorm.DB, accounts *repository.Repository[models.Ac
 
 // The lost-update stress: every Mutate increment survives, and the versions
 // count every write.
+//
+// The workers use four Repository instances, as four processes would: each
+// queues its own callers (see TestMutateQueuesCallersOfOneRecord), so the
+// instances race each other and the retry path is exercised.
 func TestMutateLosesNoIncrement(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(
-			locking.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond}))
-		require.NoError(t, err)
-		var attempts atomic.Int64
+		var instances []*repository.Repository[models.Account]
+		for range 4 {
+			r, err := repository.New[models.Account](db, repository.WithRetryPolicy(
+				locking.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond}))
+			require.NoError(t, err)
+			instances = append(instances, r)
+		}
+		accounts := instances[0]
+		var attempts, calls atomic.Int64
 		done, sum := stress(t, db, accounts, func(ctx context.Context, id int64) error {
 			var n int
-			_, err := accounts.Mutate(ctx, id, func(a *models.Account) error {
+			_, err := instances[calls.Add(1)%4].Mutate(ctx, id, func(a *models.Account) error {
 				a.Balance++
 				return nil
 			}, repository.Attempts(&n))
@@ -75,7 +84,28 @@ func TestMutateLosesNoIncrement(t *testing.T) {
 		var versions int64
 		require.NoError(t, db.Raw("SELECT SUM(version) FROM accounts WHERE owner = 'stress'").Scan(&versions).Error)
 		require.Equal(t, done+stressRows, versions, "one version step per increment")
+		require.Greater(t, attempts.Load(), done, "the instances raced, and some attempts were retried")
 		t.Logf("%d increments, %d attempts (%.2f per increment)", done, attempts.Load(), float64(attempts.Load())/float64(done))
+	})
+}
+
+// One Repository queues its own callers of a record instead of letting them
+// race: every increment succeeds at its first attempt.
+func TestMutateQueuesCallersOfOneRecord(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		accounts, _ := repos(t, db)
+		var attempts atomic.Int64
+		done, sum := stress(t, db, accounts, func(ctx context.Context, id int64) error {
+			var n int
+			_, err := accounts.Mutate(ctx, id, func(a *models.Account) error {
+				a.Balance++
+				return nil
+			}, repository.Attempts(&n))
+			attempts.Add(int64(n))
+			return err
+		})
+		require.Equal(t, done, sum)
+		require.Equal(t, done, attempts.Load(), "one attempt per increment")
 	})
 }
 

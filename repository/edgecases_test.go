@@ -151,12 +151,10 @@ func TestUpsertDoesNotRetryOtherUniqueViolations(t *testing.T) {
 
 // Every worker reads "not found" before any of them inserts, so all of them
 // try to create the same id; exactly one insert wins and every increment is
-// kept.
+// kept. Each worker has its own Repository, as separate processes would (one
+// Repository queues its own callers of a record instead of racing them).
 func TestUpsertConcurrentCreatorsAllRace(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(
-			locking.RetryPolicy{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
-		require.NoError(t, err)
 		const workers = 8
 		var arrived sync.WaitGroup
 		arrived.Add(workers)
@@ -165,6 +163,9 @@ func TestUpsertConcurrentCreatorsAllRace(t *testing.T) {
 		var factoryCalls, lost atomic.Int64
 		var g errgroup.Group
 		for range workers {
+			accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(
+				locking.RetryPolicy{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
+			require.NoError(t, err)
 			g.Go(func() error {
 				first := true
 				var n int

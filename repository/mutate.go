@@ -77,6 +77,13 @@ func (e *abortError) Unwrap() error { return e.err }
 // locking.ErrStaleData and says how many attempts ran. ctx governs reads,
 // writes and waits: cancelling it stops Mutate at once. On success Mutate
 // returns the entity as written, at its new version.
+//
+// Outside a transaction, concurrent Mutate and Upsert calls on the same
+// record through the same Repository take turns in this process instead of
+// racing each other (only one of them could win each round); writers in other
+// processes are still caught by the version guard and retried. fn must
+// therefore not itself call Mutate or Upsert on the same record with a
+// context that carries no transaction. Waiting for the turn ends with ctx.
 func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
 	if fn == nil {
 		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)
@@ -118,6 +125,16 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 	}
 	if len(cfg.lock) > 0 {
 		return nil, locking.Invalid("%s: Locking options apply to MutateLocked; Mutate and Upsert take no locks", r.m.table)
+	}
+	if _, inTx := r.conn(ctx); !inTx {
+		// Callers in this process take turns on the record instead of
+		// racing (see turns). Not inside a transaction: one that already
+		// holds row locks must not also wait on an in-process queue.
+		release, err := r.turns.take(ctx, keyString(id))
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	var out *T
 	attempts := 0

@@ -21,6 +21,7 @@ type Repository[T any] struct {
 	m      *meta
 	retry  locking.RetryPolicy
 	leases *leaseLimits // nil without WithLeases
+	turns  *turns       // Mutate's per-record queue in this process
 }
 
 // Option configures a Repository in New.
@@ -79,6 +80,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		m:      m,
 		retry:  o.retry,
 		leases: o.leases,
+		turns:  &turns{},
 	}, nil
 }
 

@@ -295,6 +295,15 @@ func (s *story) mutate(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// Two clients, as two processes would be: each its own Repository. (One
+	// Repository would queue its own two callers instead of letting them
+	// race, and there would be nothing to retry.)
+	second, err := repository.New[models.Document](s.db)
+	if err != nil {
+		return err
+	}
+	clients := []*repository.Repository[models.Document]{s.docs, second}
+
 	writers := []struct{ who, key, value string }{
 		{"writer 1", "field1", "value1"},
 		{"writer 2", "field2", "value2"},
@@ -318,7 +327,7 @@ func (s *story) mutate(ctx context.Context) error {
 			ready.Done()
 			<-start
 			first := true
-			_, err := s.docs.Mutate(ctx, id, func(d *models.Document) error {
+			_, err := clients[i].Mutate(ctx, id, func(d *models.Document) error {
 				if first {
 					// Make the seed's interleaving certain: each writer
 					// changes its copy only after both have read, so both
