@@ -33,6 +33,10 @@ func writeChart(path, db string, results []Result) error {
 		p.Y.Label.Text = "operations/s"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = workerTicks(results)
+		// Set the range: gonum pads a single point's range down to 0,
+		// which a log scale cannot draw.
+		lo, hi := workerRange(results)
+		p.X.Min, p.X.Max = lo*0.8, hi*1.25
 		p.Legend.Top = true
 		p.Y.Min = 0
 		for i, m := range AllModes {
@@ -85,4 +89,19 @@ func workerTicks(results []Result) plot.ConstantTicks {
 		}
 	}
 	return ticks
+}
+
+// workerRange is the smallest and largest worker count measured.
+func workerRange(results []Result) (lo, hi float64) {
+	lo, hi = 1, 1
+	for i, r := range results {
+		w := float64(r.Workers)
+		if i == 0 || w < lo {
+			lo = w
+		}
+		if i == 0 || w > hi {
+			hi = w
+		}
+	}
+	return lo, hi
 }

@@ -46,14 +46,19 @@ type config struct {
 	Keys     []int         `json:"keys"`
 	Duration time.Duration `json:"duration_ns"`
 	Out      string        `json:"-"`
+	// SweepRows and SweepPayloads, when set, add the size sweep: a guarded
+	// Update's cost per table size and payload size.
+	SweepRows     []int `json:"sweep_rows,omitempty"`
+	SweepPayloads []int `json:"sweep_payloads,omitempty"`
 }
 
 // report is the JSON file.
 type report struct {
-	Config  config    `json:"config"`
-	Started time.Time `json:"started"`
-	Go      string    `json:"go"`
-	Results []Result  `json:"results"`
+	Config  config        `json:"config"`
+	Started time.Time     `json:"started"`
+	Go      string        `json:"go"`
+	Results []Result      `json:"results"`
+	Sweep   []SweepResult `json:"sweep,omitempty"`
 }
 
 func main() {
@@ -66,11 +71,18 @@ func main() {
 	flag.StringVar(&keys, "keys", "1,1000", "comma-separated key `counts` (1 = one hot row)")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell")
 	flag.StringVar(&cfg.Out, "out", "bench/out", "output `folder` for results.json and throughput.svg")
+	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
+	sweepPayloads := flag.String("sweep-payloads", "100,102400", "comma-separated payload `bytes` for the size sweep")
 	flag.Parse()
 	var err error
 	if cfg.Modes, err = parseModes(modes); err == nil {
 		if cfg.Workers, err = parseInts("workers", workers); err == nil {
 			cfg.Keys, err = parseInts("keys", keys)
+		}
+	}
+	if err == nil && *sweepRows != "" {
+		if cfg.SweepRows, err = parseInts("sweep-rows", *sweepRows); err == nil {
+			cfg.SweepPayloads, err = parseInts("sweep-payloads", *sweepPayloads)
 		}
 	}
 	if err == nil && cfg.DB != "sqlite" && cfg.DB != "postgres" {
@@ -179,6 +191,13 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	fmt.Fprintf(stderr, "\r%s [%3d/%3d] done%40s\n", bar(len(cells), len(cells)), len(cells), len(cells), "")
 
 	writeTable(stdout, cfg.DB, rep.Results)
+	if len(cfg.SweepRows) > 0 {
+		fmt.Fprintf(stderr, "size sweep: rows %v, payloads %v\n", cfg.SweepRows, cfg.SweepPayloads)
+		if rep.Sweep, err = sweep(ctx, db, cfg.SweepRows, cfg.SweepPayloads, cfg.Duration); err != nil {
+			return err
+		}
+		writeSweep(stdout, cfg.DB, rep.Sweep)
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return err
 	}

@@ -87,3 +87,28 @@ func TestFlagsAreValidated(t *testing.T) {
 	assert.Equal(t, []string{"raw", "lease"}, m)
 	assert.False(t, errors.Is(err, errLost))
 }
+
+// The size sweep measures every table size and payload, and grows the
+// table between sizes.
+func TestSweep(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			out := t.TempDir()
+			cfg := config{DB: d, Modes: []string{ModeRaw}, Workers: []int{1}, Keys: []int{1}, Duration: 100 * time.Millisecond, Out: out,
+				SweepRows: []int{100, 2000}, SweepPayloads: []int{100, 10000}}
+			var stdout bytes.Buffer
+			require.NoError(t, run(context.Background(), &stdout, &bytes.Buffer{}, cfg, targets(t)[d](t)))
+			b, err := os.ReadFile(filepath.Join(out, "results.json"))
+			require.NoError(t, err)
+			var rep report
+			require.NoError(t, json.Unmarshal(b, &rep))
+			require.Len(t, rep.Sweep, 4)
+			for _, r := range rep.Sweep {
+				assert.Positive(t, r.Ops, "%+v", r)
+				assert.Positive(t, r.PerOp, "%+v", r)
+			}
+			assert.Equal(t, 2000, rep.Sweep[2].Rows)
+			assert.Contains(t, stdout.String(), "| "+d+" | 2000 | 10000 B |")
+		})
+	}
+}
