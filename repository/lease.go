@@ -190,20 +190,25 @@ func keyString(id any) string { return fmt.Sprint(id) }
 
 func millisTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// leaseMillis is a TTL in whole milliseconds, rounded up, so a short TTL
-// never becomes an expired lease.
-func leaseMillis(d time.Duration) int64 { return busyMillis(d) }
-
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
 
+// needLeases refuses a lease operation on a repository built without
+// WithLeases.
+func (r *Repository[T]) needLeases(op string) error {
+	if r.leases == nil {
+		return locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	}
+	return nil
+}
+
 // leaseTTL returns the TTL a call asks for, or the default, checked against
 // the maximum.
 func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, error) {
-	if r.leases == nil {
-		return 0, locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	if err := r.needLeases(op); err != nil {
+		return 0, err
 	}
 	c := leaseCall{ttl: r.leases.def}
 	for _, opt := range opts {
@@ -265,7 +270,7 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	db, _ := r.conn(ctx)
 	var acquired, expires int64
 	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.acquire,
-		r.m.table, owner, hashToken(lease.Token), leaseMillis(ttl), id).Scan(&lease.Key, &lease.Fence, &acquired, &expires)
+		r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl), id).Scan(&lease.Key, &lease.Fence, &acquired, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, found, verr := r.currentVersion(ctx, db, id); verr != nil {
 			return nil, nil, verr
@@ -305,8 +310,8 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 // state is nil when no unexpired lease is held. Reading never waits for a
 // lease.
 func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseState, error) {
-	if r.m.leases == nil {
-		return nil, nil, locking.Invalid("%s: GetWithLease: the repository was built without WithLeases", r.m.table)
+	if err := r.needLeases("GetWithLease"); err != nil {
+		return nil, nil, err
 	}
 	e, err := r.Get(ctx, id)
 	if err != nil {
@@ -363,8 +368,8 @@ func (r *Repository[T]) leaseRefused(ctx context.Context, db *gorm.DB, id any, m
 // checkLease validates a lease presented for one of the repository's
 // records and returns its key.
 func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
-	if r.m.leases == nil {
-		return nil, locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	if err := r.needLeases(op); err != nil {
+		return nil, err
 	}
 	if l == nil {
 		return nil, locking.Invalid("%s: %s: lease is nil", r.m.table, op)
@@ -420,7 +425,7 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 	}
 	db, _ := r.conn(ctx)
 	var expires int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, leaseMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence).Scan(&expires)
+	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, ceilMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence).Scan(&expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return r.leaseRefused(ctx, db, id, l.Fence, "renew")
@@ -477,8 +482,8 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 // over. Sweep compares every lease row of the table with the table's keys:
 // run it now and then, not on every request.
 func (r *Repository[T]) Sweep(ctx context.Context) (int64, error) {
-	if r.m.leases == nil {
-		return 0, locking.Invalid("%s: Sweep: the repository was built without WithLeases", r.m.table)
+	if err := r.needLeases("Sweep"); err != nil {
+		return 0, err
 	}
 	db, _ := r.conn(ctx)
 	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.sweep, r.m.table)

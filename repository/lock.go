@@ -321,10 +321,12 @@ const (
 
 // millis renders d as whole milliseconds, rounded up, for lock_timeout.
 func millis(d time.Duration) string {
-	return strconv.FormatInt(busyMillis(d), 10) + "ms"
+	return strconv.FormatInt(ceilMillis(d), 10) + "ms"
 }
 
-func busyMillis(d time.Duration) int64 {
+// ceilMillis is d in whole milliseconds, rounded up and at least 1, as the
+// databases take timeouts and lease times.
+func ceilMillis(d time.Duration) int64 {
 	ms := (d + time.Millisecond - 1) / time.Millisecond
 	return max(int64(ms), 1)
 }
@@ -353,7 +355,7 @@ func (c lockConfig) busyTimeout() (int64, bool) {
 	case c.nowait:
 		return 0, true
 	case c.timeout > 0:
-		return busyMillis(c.timeout), true
+		return ceilMillis(c.timeout), true
 	}
 	return 0, false
 }
@@ -522,20 +524,7 @@ func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx
 	if err != nil {
 		return fmt.Errorf("%s: MutateLocked: begin: %w", r.m.table, r.lockError(lc, err, nil))
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = sqlTx.Rollback()
-		}
-	}()
 	tx := r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	tx.Statement.ConnPool = sqlTx
-	if err := fn(context.WithValue(ctx, txKey{}, &txState{sqlDB: r.sqlDB, tx: tx})); err != nil {
-		return err
-	}
-	committed = true
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("%s: MutateLocked: commit: %w", r.m.table, locking.ClassifyCommit(err))
-	}
-	return nil
+	return runBegun(ctx, &txState{sqlDB: r.sqlDB, tx: tx}, r.m.table+": MutateLocked", fn)
 }

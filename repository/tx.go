@@ -65,22 +65,29 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 	if tx.Error != nil {
 		return fmt.Errorf("RunInTx: begin: %w", locking.Classify(tx.Error))
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			tx.Rollback()
-		}
-	}()
 	st := &txState{sqlDB: sqlDB, tx: tx}
 	if len(opts) > 0 && opts[0] != nil {
 		st.iso = opts[0].Isolation
 	}
+	return runBegun(ctx, st, "RunInTx", fn)
+}
+
+// runBegun runs fn with the begun transaction st in its context and commits
+// it; when fn returns an error or panics, it rolls back instead. op names
+// the caller in a commit error, which is classified by ClassifyCommit.
+func runBegun(ctx context.Context, st *txState, op string, fn func(context.Context) error) error {
+	committed := false
+	defer func() {
+		if !committed {
+			st.tx.Rollback()
+		}
+	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
 		return err
 	}
 	committed = true // a failed COMMIT ends the transaction as well
-	if err := tx.Commit().Error; err != nil {
-		return fmt.Errorf("RunInTx: commit: %w", locking.ClassifyCommit(err))
+	if err := st.tx.Commit().Error; err != nil {
+		return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
 	}
 	return nil
 }
