@@ -237,27 +237,22 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Only the writable fields come from the client: not the version, not
-	// the timestamps.
-	e := new(T)
-	if err := h.repo.CopyWritable(e, body); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	bid, _, zero := h.repo.Identity(body)
-	switch {
-	case h.repo.KeyAssignedByDatabase() && !zero:
+	if h.repo.KeyAssignedByDatabase() && !zero {
 		problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: leave the id out")
 		return
-	case !zero:
-		if s := fmt.Sprint(bid); s == "." || s == ".." {
-			problem(w, http.StatusBadRequest, "%q cannot be an id: it would not be reachable in a URL", s)
-			return
-		}
-		if err := h.repo.SetIdentity(e, bid, 0); err != nil {
-			h.fail(w, r, err)
-			return
-		}
+	}
+	if s := fmt.Sprint(bid); !zero && (s == "." || s == "..") {
+		problem(w, http.StatusBadRequest, "%q cannot be an id: it would not be reachable in a URL", s)
+		return
+	}
+	if zero {
+		bid = nil
+	}
+	e, err := h.newRecord(body, bid)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	if err := h.repo.Create(r.Context(), e); err != nil {
 		h.fail(w, r, err)
@@ -267,6 +262,22 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 	loc := strings.TrimSuffix(requestPath(r), "/") + "/" + url.PathEscape(fmt.Sprint(id))
 	w.Header().Set("Location", loc)
 	h.send(w, http.StatusCreated, e)
+}
+
+// newRecord builds the record a create writes from a request body: only
+// the body's writable fields (not its version or timestamps), and the key
+// id unless it is nil (a key the database assigns).
+func (h *Handler[T]) newRecord(body *T, id any) (*T, error) {
+	e := new(T)
+	if err := h.repo.CopyWritable(e, body); err != nil {
+		return nil, err
+	}
+	if id != nil {
+		if err := h.repo.SetIdentity(e, id, 0); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // errPrecondition ends a Mutate whose precondition failed on the version
@@ -330,16 +341,12 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: create with POST")
 			return
 		}
-		e := new(T)
-		if err := h.repo.CopyWritable(e, body); err != nil {
+		e, err := h.newRecord(body, id)
+		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		if err := h.repo.SetIdentity(e, id, 0); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		err := h.repo.Create(ctx, e)
+		err = h.repo.Create(ctx, e)
 		if errors.Is(err, locking.ErrAlreadyExists) {
 			h.preconditionFailed(w, r, id, "the record was created meanwhile, and If-None-Match: * asked to create it only if absent")
 			return
