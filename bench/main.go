@@ -34,8 +34,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gormlock/gormlock/migrations"
-	"github.com/gormlock/gormlock/opendb"
+	"github.com/gormlock/gormlock/internal/exampledb"
 )
 
 // config is one run of the command.
@@ -139,22 +138,14 @@ func parseInts(name, s string) ([]int, error) {
 // run measures every cell of cfg and writes the outputs.
 func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) (err error) {
 	target := dsn
-	if cfg.DB == "sqlite" {
-		if dsn == "" {
-			dir, err := os.MkdirTemp("", "gormlock-bench-")
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-			dsn = filepath.Join(dir, "bench.db")
-		}
+	if cfg.DB == "sqlite" && dsn != "" {
 		target = "sqlite:" + dsn
 	}
-	db, err := opendb.Open(target)
+	db, closeDB, err := exampledb.Open(ctx, target, "bench")
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, opendb.Close(db)) }()
+	defer func() { err = errors.Join(err, closeDB()) }()
 	if sqlDB, err := db.DB(); err == nil {
 		maxWorkers := 0
 		for _, w := range cfg.Workers {
@@ -162,9 +153,6 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 		}
 		sqlDB.SetMaxOpenConns(maxWorkers + 4)
 		sqlDB.SetMaxIdleConns(maxWorkers + 4)
-	}
-	if err := migrations.Up(ctx, db); err != nil {
-		return err
 	}
 	h, err := newHarness(db)
 	if err != nil {

@@ -36,7 +36,6 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,10 +43,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -153,22 +151,11 @@ func run(ctx context.Context, w io.Writer, dsn string, cfg config) (results []re
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if dsn == "" {
-		dir, err := os.MkdirTemp("", "gormlock-bank-")
-		if err != nil {
-			return nil, err
-		}
-		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-		dsn = filepath.Join(dir, "bank.db")
-	}
-	db, err := opendb.Open(dsn)
+	db, closeDB, err := exampledb.Open(ctx, dsn, "bank")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, opendb.Close(db)) }()
-	if err := migrations.Up(ctx, db); err != nil {
-		return nil, err
-	}
+	defer func() { err = errors.Join(err, closeDB()) }()
 	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(locking.RetryPolicy{
 		MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond,
 	}))

@@ -19,13 +19,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"time"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -53,22 +51,11 @@ func main() {
 // run plays the story on the database dsn names (what opendb.Open accepts;
 // empty means a SQLite file in a temporary directory) and writes it to w.
 func run(ctx context.Context, w io.Writer, dsn string) (err error) {
-	if dsn == "" {
-		dir, err := os.MkdirTemp("", "gormlock-lease-")
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-		dsn = filepath.Join(dir, "lease.db")
-	}
-	db, err := opendb.Open(dsn)
+	db, closeDB, err := exampledb.Open(ctx, dsn, "lease")
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, opendb.Close(db)) }()
-	if err := migrations.Up(ctx, db); err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, closeDB()) }()
 	docs, err := repository.New[models.Document](db, repository.WithLeases())
 	if err != nil {
 		return err

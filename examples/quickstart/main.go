@@ -36,16 +36,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -91,31 +89,11 @@ func main() {
 // plain SQLite file path. An empty dsn uses a SQLite file in a new temporary
 // directory that is removed before run returns.
 func run(ctx context.Context, w io.Writer, dsn string) (err error) {
-	if dsn == "" {
-		dir, err := os.MkdirTemp("", "gormlock-quickstart-")
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if rmErr := os.RemoveAll(dir); rmErr != nil && err == nil {
-				err = rmErr
-			}
-		}()
-		dsn = filepath.Join(dir, "quickstart.db")
-	}
-
-	db, err := opendb.Open(dsn)
+	db, closeDB, err := exampledb.Open(ctx, dsn, "quickstart")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cErr := opendb.Close(db); cErr != nil && err == nil {
-			err = cErr
-		}
-	}()
-	if err := migrations.Up(ctx, db); err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, closeDB()) }()
 	docs, err := repository.New[models.Document](db)
 	if err != nil {
 		return err

@@ -19,15 +19,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
 	"github.com/gormlock/gormlock/rest"
 )
@@ -52,22 +50,14 @@ func main() {
 
 func serve(ctx context.Context, addr, dbPath, dsn string) (err error) {
 	target := dsn
-	switch {
-	case dbPath != "":
+	if dbPath != "" {
 		target = "sqlite:" + dbPath
-	case dsn == "":
-		dir, err := os.MkdirTemp("", "gormlock-rest-")
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-		target = filepath.Join(dir, "rest.db")
 	}
-	db, err := opendb.Open(target)
+	db, closeDB, err := exampledb.Open(ctx, target, "rest")
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, opendb.Close(db)) }()
+	defer func() { err = errors.Join(err, closeDB()) }()
 	h, err := newHandler(ctx, db)
 	if err != nil {
 		return err
@@ -86,12 +76,9 @@ func serve(ctx context.Context, addr, dbPath, dsn string) (err error) {
 	return nil
 }
 
-// newHandler migrates db, makes sure the document "welcome" exists, and
-// returns the server's routes: the documents collection at /documents/.
+// newHandler makes sure the document "welcome" exists in the migrated db,
+// and returns the server's routes: the documents collection at /documents/.
 func newHandler(ctx context.Context, db *gorm.DB) (http.Handler, error) {
-	if err := migrations.Up(ctx, db); err != nil {
-		return nil, err
-	}
 	docs, err := repository.New[models.Document](db, repository.WithLeases())
 	if err != nil {
 		return nil, err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/internal/testdb"
-	"github.com/gormlock/gormlock/opendb"
 )
 
 // readmeSession returns the commands of the README's curl session and the
@@ -54,9 +54,9 @@ func TestREADMESession(t *testing.T) {
 			if d == "postgres" {
 				dsn = testdb.PostgresSchema(t)
 			}
-			db, err := opendb.Open(dsn)
+			db, closeDB, err := exampledb.Open(context.Background(), dsn, "rest")
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = opendb.Close(db) })
+			t.Cleanup(func() { _ = closeDB() })
 			h, err := newHandler(context.Background(), db)
 			require.NoError(t, err)
 			srv := httptest.NewServer(h)

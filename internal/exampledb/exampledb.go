@@ -1,0 +1,42 @@
+// Package exampledb opens the database of the example programs and the
+// benchmark command: the one a DSN names, or an embedded SQLite file in a
+// temporary directory, migrated either way.
+package exampledb
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/migrations"
+	"github.com/gormlock/gormlock/opendb"
+)
+
+// Open opens the database dsn names (what opendb.Open accepts: a
+// postgres:// URL, "sqlite:PATH" or a SQLite file path) or, when dsn is
+// empty, the SQLite file name.db in a new temporary directory, and applies
+// the migrations. closeDB closes the database and removes the temporary
+// directory.
+func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() error, err error) {
+	cleanup := func() error { return nil }
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "gormlock-"+name+"-")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = func() error { return os.RemoveAll(dir) }
+		dsn = filepath.Join(dir, name+".db")
+	}
+	db, err = opendb.Open(dsn)
+	if err != nil {
+		return nil, nil, errors.Join(err, cleanup())
+	}
+	closeDB = func() error { return errors.Join(opendb.Close(db), cleanup()) }
+	if err := migrations.Up(ctx, db); err != nil {
+		return nil, nil, errors.Join(err, closeDB())
+	}
+	return db, closeDB, nil
+}
