@@ -31,6 +31,14 @@ type meta struct {
 	setCols   []*schema.Field
 	caps      dialect.Caps
 
+	// readCols are the columns Get reads, in selectSQL's order: every
+	// readable column of the model.
+	readCols []*schema.Field
+	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when the
+	// model has an AfterFind hook: then Get reads through GORM, which runs
+	// it.
+	selectSQL string
+
 	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
 	bumpSQL    string // SET version, [updated_at] WHERE pk AND version
 	deleteSQL  string // WHERE pk AND version
@@ -116,6 +124,9 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 	}
 
 	for _, f := range cols {
+		if f.Readable {
+			m.readCols = append(m.readCols, f)
+		}
 		if f == m.pk || f == m.version {
 			continue
 		}
@@ -152,6 +163,16 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	m.updateSQL = w.setVersion(m).guard(m).String()
 	m.bumpSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).String()
 	m.deleteSQL = w.reset("DELETE FROM ").quote(m.table).guard(m).String()
+	if !m.schema.AfterFind {
+		w.reset("SELECT ")
+		for i, f := range m.readCols {
+			if i > 0 {
+				w.str(", ")
+			}
+			w.quote(f.DBName)
+		}
+		m.selectSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").eq(m.pk.DBName).String()
+	}
 	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
 		str(" WHERE ").eq(m.pk.DBName).String()
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").

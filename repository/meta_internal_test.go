@@ -12,13 +12,14 @@ import (
 // The guarded statements are built once, quoted, with the dialect's
 // placeholders, and write every updatable column.
 func TestGuardedSQL(t *testing.T) {
-	want := map[string][5]string{
+	want := map[string][6]string{
 		"sqlite": {
 			"UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 			"DELETE FROM `accounts` WHERE `id` = ? AND `version` = ?",
 			"SELECT `version` FROM `accounts` WHERE `id` = ?",
 			"UPDATE `accounts` SET `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 			"UPDATE `accounts` SET `version` = `version` WHERE 0 = 1",
+			"SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 		},
 		"postgres": {
 			`UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = $4, "updated_at" = $5 WHERE "id" = $6 AND "version" = $7`,
@@ -26,6 +27,7 @@ func TestGuardedSQL(t *testing.T) {
 			`SELECT "version" FROM "accounts" WHERE "id" = $1`,
 			`UPDATE "accounts" SET "version" = $1, "updated_at" = $2 WHERE "id" = $3 AND "version" = $4`,
 			`UPDATE "accounts" SET "version" = "version" WHERE 0 = 1`,
+			`SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
 		},
 	}
 	wantDoc := map[string]string{
@@ -36,7 +38,7 @@ func TestGuardedSQL(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			r, err := New[models.Account](testdb.Open(t, d))
 			require.NoError(t, err)
-			require.Equal(t, want[d], [5]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL, r.m.bumpSQL, r.m.writeLockSQL})
+			require.Equal(t, want[d], [6]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL, r.m.bumpSQL, r.m.writeLockSQL, r.m.selectSQL})
 			docs, err := New[models.Document](testdb.Open(t, d))
 			require.NoError(t, err)
 			require.Equal(t, wantDoc[d], docs.m.updateSQL)

@@ -2,7 +2,10 @@ package repository
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"gorm.io/gorm"
@@ -15,6 +18,13 @@ import (
 // (any integer type for an integer key); a mistyped, nil or zero id gives an
 // error matching locking.ErrInvalidArgument. A missing record gives a
 // *locking.NotFoundError (errors.Is(err, locking.ErrNotFound)).
+//
+// Get sends one SELECT of the model's readable columns, built by New, and
+// fills the entity the way GORM's scan does (its scan value per field, then
+// the field's setter, so serializers and NULLs behave as in GORM), without
+// GORM's per-call statement building. Like Update, it therefore does not go
+// through GORM's callbacks or logger; a model with an AfterFind hook is read
+// through GORM, so the hook runs.
 func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
@@ -22,10 +32,43 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	}
 	db, _ := r.conn(ctx)
 	var e T
-	if err := db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error; err != nil {
+	if r.m.selectSQL == "" {
+		err = db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error
+	} else {
+		err = r.scanRow(ctx, db.Statement.ConnPool.QueryRowContext(ctx, r.m.selectSQL, id), &e)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: Get id=%v: %w", r.m.table, id, r.translate(err, id))
 	}
 	return &e, nil
+}
+
+// scanRow fills e from row, a SELECT of r.m.readCols, as GORM's scan does:
+// each column into its field's pooled scan value, then through the field's
+// setter. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
+func (r *Repository[T]) scanRow(ctx context.Context, row *sql.Row, e *T) error {
+	cols := r.m.readCols
+	vals := make([]any, len(cols))
+	for i, f := range cols {
+		vals[i] = f.NewValuePool.Get()
+	}
+	err := row.Scan(vals...)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = gorm.ErrRecordNotFound
+	}
+	if err == nil {
+		rv := reflect.ValueOf(e).Elem()
+		for i, f := range cols {
+			if err = f.Set(ctx, rv, vals[i]); err != nil {
+				err = fmt.Errorf("column %s: %w", f.DBName, err)
+				break
+			}
+		}
+	}
+	for i, f := range cols {
+		f.NewValuePool.Put(vals[i])
+	}
+	return err
 }
 
 // FindOption narrows or orders Find.

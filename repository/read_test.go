@@ -1,0 +1,116 @@
+package repository_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// wide has a column of every kind Get's scan must handle as GORM does: a
+// serializer, pointers, a Scanner, bytes, floats, a NULL read into a
+// non-pointer field, a read-only column and an ignored field.
+type wide struct {
+	ID       int64 `gorm:"primaryKey"`
+	Name     string
+	Nullable string // the test stores NULL here: GORM reads ""
+	Note     *string
+	When     *time.Time
+	Ratio    float64
+	Blob     []byte
+	Tags     []string          `gorm:"serializer:json"`
+	Attrs    models.Attributes `gorm:"type:text"`
+	ReadOnly int64             `gorm:"->;-:migration"`
+	Skipped  string            `gorm:"-"`
+	models.Versioned
+}
+
+// found counts AfterFind calls: a model with the hook is read through GORM.
+type found struct {
+	ID    int64 `gorm:"primaryKey"`
+	Name  string
+	Calls int `gorm:"-"`
+	models.Versioned
+}
+
+func (f *found) AfterFind(*gorm.DB) error { f.Calls++; return nil }
+
+func TestGetReadsLikeGORM(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		require.NoError(t, db.AutoMigrate(&wide{}))
+		require.NoError(t, db.Exec("ALTER TABLE wides ADD COLUMN read_only BIGINT NOT NULL DEFAULT 7").Error)
+		r, err := repository.New[wide](db)
+		require.NoError(t, err)
+
+		note, when := "n", time.Date(2026, 11, 22, 10, 0, 0, 123000, time.UTC)
+		rows := []*wide{
+			{Name: "full", Note: &note, When: &when, Ratio: 0.25, Blob: []byte{0, 1, 2}, Tags: []string{"a", "b"}, Attrs: models.Attributes{"k": "v"}, Skipped: "not stored"},
+			{Name: "empty"},
+		}
+		for _, w := range rows {
+			require.NoError(t, r.Create(ctx, w))
+		}
+		require.NoError(t, db.Exec("UPDATE wides SET nullable = NULL WHERE id = ?", rows[1].ID).Error)
+
+		for _, w := range rows {
+			got, err := r.Get(ctx, w.ID)
+			require.NoError(t, err, w.Name)
+			var want wide
+			require.NoError(t, db.Take(&want, w.ID).Error)
+			require.Equal(t, want, *got, "Get must read %s exactly as GORM's Take does", w.Name)
+			require.EqualValues(t, 7, got.ReadOnly, "read-only columns are read")
+			require.Empty(t, got.Skipped, "ignored fields are not read")
+		}
+		got, err := r.Get(ctx, rows[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", "b"}, got.Tags)
+		require.Equal(t, when, got.When.UTC())
+		require.Equal(t, []byte{0, 1, 2}, got.Blob)
+
+		_, err = r.Get(ctx, int64(1<<40))
+		var nf *locking.NotFoundError
+		require.ErrorAs(t, err, &nf)
+		require.Equal(t, int64(1<<40), nf.ID)
+
+		// Inside a transaction Get reads through it: it sees the
+		// transaction's own uncommitted write.
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			w, err := r.Get(ctx, rows[1].ID)
+			require.NoError(t, err)
+			w.Name = "in tx"
+			require.NoError(t, r.Update(ctx, w))
+			again, err := r.Get(ctx, rows[1].ID)
+			require.NoError(t, err)
+			require.Equal(t, "in tx", again.Name)
+			require.EqualValues(t, 2, again.Version)
+			return nil
+		}))
+	})
+}
+
+func TestGetRunsAfterFindHooks(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		require.NoError(t, db.AutoMigrate(&found{}))
+		r, err := repository.New[found](db)
+		require.NoError(t, err)
+		f := &found{Name: "x"}
+		require.NoError(t, r.Create(ctx, f))
+		got, err := r.Get(ctx, f.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, got.Calls, "AfterFind ran once")
+		m, err := r.Mutate(ctx, f.ID, func(x *found) error { x.Name = "y"; return nil })
+		require.NoError(t, err)
+		require.Equal(t, 1, m.Calls, "Mutate's read ran AfterFind once")
+		_, err = r.Get(ctx, int64(999))
+		require.ErrorIs(t, err, locking.ErrNotFound)
+	})
+}
