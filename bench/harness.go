@@ -41,20 +41,62 @@ type Cell struct {
 	Workers int    `json:"workers"`
 }
 
-// Result is what one cell measured.
+// Result is what one cell measured, over all its rounds.
 type Result struct {
 	Cell
-	Ops          int64         `json:"ops"`    // successful increments
-	Errors       int64         `json:"errors"` // operations that gave up (retries exhausted)
-	Elapsed      time.Duration `json:"elapsed_ns"`
-	OpsPerSec    float64       `json:"ops_per_sec"`
+	Ops     int64         `json:"ops"`    // successful increments
+	Errors  int64         `json:"errors"` // operations that gave up (retries exhausted)
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// OpsPerSec is the median of the rounds' throughputs (RoundOpsPerSec).
+	OpsPerSec      float64   `json:"ops_per_sec"`
+	RoundOpsPerSec []float64 `json:"round_ops_per_sec"`
+	// VsRaw is OpsPerSec over the raw mode's in the same keys and workers,
+	// when raw ran (0 otherwise).
+	VsRaw        float64       `json:"vs_raw,omitempty"`
 	RetriesPerOp float64       `json:"retries_per_op"`
-	P50          time.Duration `json:"p50_ns"`
+	P50          time.Duration `json:"p50_ns"` // over every operation of every round
 	P99          time.Duration `json:"p99_ns"`
 	Max          time.Duration `json:"max_ns"`
 	// Lost is successful increments minus the counters' growth: anything
 	// but 0 is a lost update, and fails the run.
 	Lost int64 `json:"lost"`
+
+	attempts int64           // every attempt, for RetriesPerOp
+	lat      []time.Duration // every operation's latency, for the percentiles
+}
+
+// merge adds round q of the same cell to r; finish computes the summary.
+func (r *Result) merge(q Result) {
+	r.Cell = q.Cell
+	r.Ops += q.Ops
+	r.Errors += q.Errors
+	r.Elapsed += q.Elapsed
+	r.Lost += q.Lost
+	r.attempts += q.attempts
+	r.lat = append(r.lat, q.lat...)
+	r.RoundOpsPerSec = append(r.RoundOpsPerSec, q.OpsPerSec)
+}
+
+// finish computes the median throughput, retries and latency percentiles.
+func (r *Result) finish() {
+	if len(r.RoundOpsPerSec) > 0 {
+		s := slices.Clone(r.RoundOpsPerSec)
+		slices.Sort(s)
+		if n := len(s); n%2 == 1 {
+			r.OpsPerSec = s[n/2]
+		} else {
+			r.OpsPerSec = (s[n/2-1] + s[n/2]) / 2
+		}
+	}
+	if total := r.Ops + r.Errors; total > 0 {
+		r.RetriesPerOp = float64(r.attempts-total) / float64(total)
+	}
+	if len(r.lat) > 0 {
+		slices.Sort(r.lat)
+		all := r.lat
+		r.P50, r.P99, r.Max = all[len(all)*50/100], all[min(len(all)-1, len(all)*99/100)], all[len(all)-1]
+	}
+	r.lat = nil
 }
 
 // errLost marks a cell whose counters do not add up.
@@ -89,8 +131,8 @@ func newHarness(db *gorm.DB) (*harness, error) {
 // op is one increment of record id; it returns how many attempts it took.
 type op func(ctx context.Context, id int64) (attempts int, err error)
 
-// run measures one cell for about d, on fresh records, and checks that no
-// increment was lost.
+// run measures one round of a cell for about d, on fresh records, and
+// checks that no increment was lost. The Result's summary is left to finish.
 func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, error) {
 	owner := fmt.Sprintf("bench-%s-%d-%d-%d", c.Mode, c.Keys, c.Workers, time.Now().UnixNano())
 	ids, err := h.seed(ctx, owner, c.Keys)
@@ -144,14 +186,8 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	if err := h.db.WithContext(ctx).Raw("SELECT COALESCE(SUM(balance), 0) FROM accounts WHERE owner = ?", owner).Scan(&sum).Error; err != nil {
 		return Result{}, err
 	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	r := Result{Cell: c, Ops: ok.Load(), Errors: failed.Load(), Elapsed: elapsed, Lost: ok.Load() - sum}
-	if total := ok.Load() + failed.Load(); total > 0 {
-		r.OpsPerSec = float64(r.Ops) / elapsed.Seconds()
-		r.RetriesPerOp = float64(attempts.Load()-total) / float64(total)
-		r.P50, r.P99, r.Max = all[len(all)*50/100], all[min(len(all)-1, len(all)*99/100)], all[len(all)-1]
-	}
+	r := Result{Cell: c, Ops: ok.Load(), Errors: failed.Load(), Elapsed: elapsed, Lost: ok.Load() - sum,
+		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), lat: slices.Concat(lat...)}
 	if r.Lost != 0 {
 		return r, fmt.Errorf("%w: %s keys=%d workers=%d: %d successful increments, counters grew by %d", errLost, c.Mode, c.Keys, c.Workers, r.Ops, sum)
 	}
@@ -228,23 +264,28 @@ func (h *harness) op(mode string) (op, error) {
 }
 
 // rawOp is the read-modify-write loop by hand on database/sql, with the
-// same retry policy: the floor gormlock is measured against.
+// same retry policy: the floor gormlock is measured against. It sends the
+// statements Mutate sends — a SELECT of every column by key, and the
+// guarded UPDATE of every writable column — so the difference between the
+// two modes is gormlock's own cost.
 func (h *harness) rawOp() op {
-	sel := "SELECT balance, version FROM accounts WHERE id = ?"
-	upd := "UPDATE accounts SET balance = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
+	sel := "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = ?"
+	upd := "UPDATE accounts SET owner = ?, balance = ?, frozen = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
 	if h.dialect == "postgres" {
-		sel = "SELECT balance, version FROM accounts WHERE id = $1"
-		upd = "UPDATE accounts SET balance = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5"
+		sel = "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = $1"
+		upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = $4, updated_at = $5 WHERE id = $6 AND version = $7"
 	}
 	return func(ctx context.Context, id int64) (int, error) {
 		n := 0
 		err := locking.RetryOnConflict(ctx, h.policy, func(ctx context.Context) error {
 			n++
-			var balance, version int64
-			if err := h.sqlDB.QueryRowContext(ctx, sel, id).Scan(&balance, &version); err != nil {
+			var a models.Account
+			if err := h.sqlDB.QueryRowContext(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
 				return err
 			}
-			res, err := h.sqlDB.ExecContext(ctx, upd, balance+1, version+1, time.Now().UTC(), id, version)
+			a.Balance++
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			res, err := h.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version)
 			if err != nil {
 				return err
 			}

@@ -44,7 +44,11 @@ type config struct {
 	Workers  []int         `json:"workers"`
 	Keys     []int         `json:"keys"`
 	Duration time.Duration `json:"duration_ns"`
-	Out      string        `json:"-"`
+	// Rounds is how many times each cell is measured. The rounds run one
+	// after another over all cells, so every mode sees the same spells of
+	// machine noise; a cell reports the median round.
+	Rounds int    `json:"rounds"`
+	Out    string `json:"-"`
 	// SweepRows and SweepPayloads, when set, add the size sweep: a guarded
 	// Update's cost per table size and payload size.
 	SweepRows     []int `json:"sweep_rows,omitempty"`
@@ -68,7 +72,8 @@ func main() {
 	flag.StringVar(&modes, "modes", strings.Join(AllModes, ","), "comma-separated `modes`")
 	flag.StringVar(&workers, "workers", "1,8,32", "comma-separated worker `counts`")
 	flag.StringVar(&keys, "keys", "1,1000", "comma-separated key `counts` (1 = one hot row)")
-	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell")
+	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell and round")
+	flag.IntVar(&cfg.Rounds, "rounds", 1, "measure every cell this many `times`, interleaved, and report the median")
 	flag.StringVar(&cfg.Out, "out", "bench/out", "output `folder` for results.json and throughput.svg")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
 	sweepPayloads := flag.String("sweep-payloads", "100,102400", "comma-separated payload `bytes` for the size sweep")
@@ -92,6 +97,9 @@ func main() {
 	}
 	if err == nil && cfg.Duration <= 0 {
 		err = errors.New("-duration must be positive")
+	}
+	if err == nil && cfg.Rounds < 1 {
+		err = fmt.Errorf("-rounds must be at least 1, got %d", cfg.Rounds)
 	}
 	if err != nil || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -167,16 +175,23 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 			}
 		}
 	}
-	for i, c := range cells {
-		fmt.Fprintf(stderr, "\r%s [%3d/%3d] %-11s keys=%-5d workers=%-3d", bar(i, len(cells)), i+1, len(cells), c.Mode, c.Keys, c.Workers)
-		r, err := h.run(ctx, c, cfg.Duration)
-		if err != nil {
-			fmt.Fprintln(stderr)
-			return err
+	rounds := max(cfg.Rounds, 1)
+	rep.Results = make([]Result, len(cells))
+	total := rounds * len(cells)
+	for round := range rounds {
+		for i, c := range cells {
+			step := round*len(cells) + i
+			fmt.Fprintf(stderr, "\r%s [%3d/%3d] round %d/%d %-11s keys=%-5d workers=%-3d", bar(step, total), step+1, total, round+1, rounds, c.Mode, c.Keys, c.Workers)
+			r, err := h.run(ctx, c, cfg.Duration)
+			if err != nil {
+				fmt.Fprintln(stderr)
+				return err
+			}
+			rep.Results[i].merge(r)
 		}
-		rep.Results = append(rep.Results, r)
 	}
-	fmt.Fprintf(stderr, "\r%s [%3d/%3d] done%40s\n", bar(len(cells), len(cells)), len(cells), len(cells), "")
+	fmt.Fprintf(stderr, "\r%s [%3d/%3d] done%60s\n", bar(total, total), total, total, "")
+	summarize(rep.Results)
 
 	writeTable(stdout, cfg.DB, rep.Results)
 	if len(cfg.SweepRows) > 0 {
@@ -208,13 +223,35 @@ func bar(done, total int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", 20-n) + "]"
 }
 
+// summarize finishes every cell and sets its throughput relative to the raw
+// mode's in the same keys and workers.
+func summarize(results []Result) {
+	raw := map[[2]int]float64{}
+	for i := range results {
+		results[i].finish()
+		if r := results[i]; r.Mode == ModeRaw {
+			raw[[2]int{r.Keys, r.Workers}] = r.OpsPerSec
+		}
+	}
+	for i := range results {
+		r := &results[i]
+		if base := raw[[2]int{r.Keys, r.Workers}]; base > 0 {
+			r.VsRaw = r.OpsPerSec / base
+		}
+	}
+}
+
 // writeTable prints the results as a Markdown table.
 func writeTable(w io.Writer, db string, results []Result) {
-	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | retries/op | p50 | p99 | max | errors | lost |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | retries/op | p50 | p99 | max | errors | lost |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %.2f | %v | %v | %v | %d | %d |\n",
-			db, r.Mode, r.Keys, r.Workers, r.OpsPerSec, r.RetriesPerOp,
+		vs := "—"
+		if r.VsRaw > 0 {
+			vs = fmt.Sprintf("%.2f×", r.VsRaw)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %.2f | %v | %v | %v | %d | %d |\n",
+			db, r.Mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.RetriesPerOp,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.Errors, r.Lost)
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +113,51 @@ func TestSweep(t *testing.T) {
 			assert.Contains(t, stdout.String(), "| "+d+" | 2000 | 10000 B |")
 		})
 	}
+}
+
+// Rounds interleave: every cell is measured once per round, and reports the
+// median round's throughput and its ratio to raw in the same cell.
+func TestRoundsReportTheMedian(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			out := t.TempDir()
+			cfg := config{DB: d, Modes: []string{ModeRaw, ModeOptimistic}, Workers: []int{2}, Keys: []int{10}, Duration: 100 * time.Millisecond, Rounds: 3, Out: out}
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
+			assert.Contains(t, stderr.String(), "round 3/3")
+			b, err := os.ReadFile(filepath.Join(out, "results.json"))
+			require.NoError(t, err)
+			var rep report
+			require.NoError(t, json.Unmarshal(b, &rep))
+			require.Len(t, rep.Results, 2)
+			raw, opt := rep.Results[0], rep.Results[1]
+			require.Equal(t, ModeRaw, raw.Mode)
+			for _, r := range rep.Results {
+				require.Len(t, r.RoundOpsPerSec, 3, r.Mode)
+				s := append([]float64(nil), r.RoundOpsPerSec...)
+				slices.Sort(s)
+				assert.Equal(t, s[1], r.OpsPerSec, "%s reports the median round", r.Mode)
+			}
+			assert.Equal(t, 1.0, raw.VsRaw)
+			assert.InDelta(t, opt.OpsPerSec/raw.OpsPerSec, opt.VsRaw, 1e-9)
+			assert.Contains(t, stdout.String(), fmt.Sprintf("| %.2f× |", opt.VsRaw))
+		})
+	}
+}
+
+func TestFinishSummarisesRounds(t *testing.T) {
+	var r Result
+	ms := time.Millisecond
+	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 10, Errors: 0, OpsPerSec: 100, attempts: 12, lat: []time.Duration{5 * ms, 1 * ms}})
+	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 8, Errors: 2, OpsPerSec: 300, attempts: 10, lat: []time.Duration{2 * ms, 9 * ms}})
+	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 0, Errors: 0, OpsPerSec: 200})
+	r.finish()
+	assert.Equal(t, 200.0, r.OpsPerSec)
+	assert.Equal(t, int64(18), r.Ops)
+	assert.Equal(t, int64(2), r.Errors)
+	assert.InDelta(t, 2.0/20, r.RetriesPerOp, 1e-12) // 22 attempts for 20 operations
+	assert.Equal(t, 5*ms, r.P50)
+	assert.Equal(t, 9*ms, r.P99)
+	assert.Equal(t, 9*ms, r.Max)
+	assert.Nil(t, r.lat)
 }
