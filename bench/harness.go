@@ -50,8 +50,9 @@ type Result struct {
 	// OpsPerSec is the median of the rounds' throughputs (RoundOpsPerSec).
 	OpsPerSec      float64   `json:"ops_per_sec"`
 	RoundOpsPerSec []float64 `json:"round_ops_per_sec"`
-	// VsRaw is OpsPerSec over the raw mode's in the same keys and workers,
-	// when raw ran (0 otherwise).
+	// VsRaw is the throughput relative to the raw mode in the same keys
+	// and workers: the median over rounds of this cell's ops/s over raw's in
+	// the same round (0 when raw did not run).
 	VsRaw        float64       `json:"vs_raw,omitempty"`
 	RetriesPerOp float64       `json:"retries_per_op"`
 	P50          time.Duration `json:"p50_ns"` // over every operation of every round
@@ -79,15 +80,7 @@ func (r *Result) merge(q Result) {
 
 // finish computes the median throughput, retries and latency percentiles.
 func (r *Result) finish() {
-	if len(r.RoundOpsPerSec) > 0 {
-		s := slices.Clone(r.RoundOpsPerSec)
-		slices.Sort(s)
-		if n := len(s); n%2 == 1 {
-			r.OpsPerSec = s[n/2]
-		} else {
-			r.OpsPerSec = (s[n/2-1] + s[n/2]) / 2
-		}
-	}
+	r.OpsPerSec = median(r.RoundOpsPerSec)
 	if total := r.Ops + r.Errors; total > 0 {
 		r.RetriesPerOp = float64(r.attempts-total) / float64(total)
 	}

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,21 +225,43 @@ func bar(done, total int) string {
 }
 
 // summarize finishes every cell and sets its throughput relative to the raw
-// mode's in the same keys and workers.
+// mode's in the same keys and workers: the median over rounds of the ratio
+// within each round, so both sides of every ratio ran next to each other.
 func summarize(results []Result) {
-	raw := map[[2]int]float64{}
+	raw := map[[2]int]*Result{}
 	for i := range results {
 		results[i].finish()
-		if r := results[i]; r.Mode == ModeRaw {
-			raw[[2]int{r.Keys, r.Workers}] = r.OpsPerSec
+		if r := &results[i]; r.Mode == ModeRaw {
+			raw[[2]int{r.Keys, r.Workers}] = r
 		}
 	}
 	for i := range results {
 		r := &results[i]
-		if base := raw[[2]int{r.Keys, r.Workers}]; base > 0 {
-			r.VsRaw = r.OpsPerSec / base
+		base := raw[[2]int{r.Keys, r.Workers}]
+		if base == nil || len(base.RoundOpsPerSec) != len(r.RoundOpsPerSec) {
+			continue
 		}
+		var ratios []float64
+		for k, ops := range r.RoundOpsPerSec {
+			if b := base.RoundOpsPerSec[k]; b > 0 {
+				ratios = append(ratios, ops/b)
+			}
+		}
+		r.VsRaw = median(ratios)
 	}
+}
+
+// median returns the median of xs, 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // writeTable prints the results as a Markdown table.
