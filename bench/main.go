@@ -197,7 +197,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	writeTable(stdout, cfg.DB, rep.Results)
 	if len(cfg.SweepRows) > 0 {
 		fmt.Fprintf(stderr, "size sweep: rows %v, payloads %v\n", cfg.SweepRows, cfg.SweepPayloads)
-		if rep.Sweep, err = sweep(ctx, db, cfg.SweepRows, cfg.SweepPayloads, cfg.Duration); err != nil {
+		if rep.Sweep, err = sweep(ctx, stderr, db, dsn, cfg.SweepRows, cfg.SweepPayloads, cfg.Duration, cfg.Rounds); err != nil {
 			return err
 		}
 		writeSweep(stdout, cfg.DB, rep.Sweep)

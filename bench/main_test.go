@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/opendb"
 )
 
 // targets returns the -db and -dsn of each database the tests run on.
@@ -90,27 +91,50 @@ func TestFlagsAreValidated(t *testing.T) {
 	assert.False(t, errors.Is(err, errLost))
 }
 
-// The size sweep measures every table size and payload, and grows the
-// table between sizes.
+// The size sweep measures every table size and payload in every round, in
+// a database per size that is gone when the run ends.
 func TestSweep(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			out := t.TempDir()
-			cfg := config{DB: d, Modes: []string{ModeRaw}, Workers: []int{1}, Keys: []int{1}, Duration: 100 * time.Millisecond, Out: out,
+			dsn := targets(t)[d](t)
+			schemas := func() (n int64) {
+				if d != "postgres" {
+					return 0
+				}
+				admin, err := opendb.Postgres(testdb.PostgresDSN(t))
+				require.NoError(t, err)
+				defer opendb.Close(admin)
+				require.NoError(t, admin.Raw("SELECT count(*) FROM pg_namespace WHERE nspname LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
+				return n
+			}
+			before := schemas()
+			cfg := config{DB: d, Modes: []string{ModeRaw}, Workers: []int{1}, Keys: []int{1}, Duration: 50 * time.Millisecond, Rounds: 3, Out: out,
 				SweepRows: []int{100, 2000}, SweepPayloads: []int{100, 10000}}
-			var stdout bytes.Buffer
-			require.NoError(t, run(context.Background(), &stdout, &bytes.Buffer{}, cfg, targets(t)[d](t)))
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, dsn))
 			b, err := os.ReadFile(filepath.Join(out, "results.json"))
 			require.NoError(t, err)
 			var rep report
 			require.NoError(t, json.Unmarshal(b, &rep))
 			require.Len(t, rep.Sweep, 4)
-			for _, r := range rep.Sweep {
+			for i, r := range rep.Sweep {
+				assert.Equal(t, []int{100, 2000}[i/2], r.Rows)
+				assert.Equal(t, []int{100, 10000}[i%2], r.Payload)
 				assert.Positive(t, r.Ops, "%+v", r)
-				assert.Positive(t, r.PerOp, "%+v", r)
+				require.Len(t, r.RoundPerOp, 3, "%+v", r)
+				s := slices.Clone(r.RoundPerOp)
+				slices.Sort(s)
+				assert.Equal(t, s[1], r.PerOp, "median round")
+				if r.Rows == 100 {
+					assert.Equal(t, 1.0, r.VsFirst)
+				} else {
+					assert.Positive(t, r.VsFirst)
+				}
 			}
-			assert.Equal(t, 2000, rep.Sweep[2].Rows)
 			assert.Contains(t, stdout.String(), "| "+d+" | 2000 | 10000 B |")
+			assert.Contains(t, stderr.String(), "filling a table of 2000 rows")
+			assert.Equal(t, before, schemas(), "the sweep drops the schemas it made")
 		})
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -17,77 +18,164 @@ import (
 // SweepResult is the cost of a guarded write of one record in hand, with
 // Rows records in the table and a Payload-byte title.
 type SweepResult struct {
-	Rows    int           `json:"rows"`
-	Payload int           `json:"payload_bytes"`
-	Ops     int           `json:"ops"`
-	PerOp   time.Duration `json:"per_op_ns"`
+	Rows    int `json:"rows"`
+	Payload int `json:"payload_bytes"`
+	Ops     int `json:"ops"`
+	// PerOp is the median of the rounds' time per write (RoundPerOp).
+	PerOp      time.Duration   `json:"per_op_ns"`
+	RoundPerOp []time.Duration `json:"round_per_op_ns"`
+	// VsFirst is the cost relative to the first table size at the same
+	// payload: the median over rounds of the ratio within each round.
+	VsFirst float64 `json:"vs_first"`
+}
+
+// sweepTable is one table size: a database of its own holding rows
+// documents, so that every size exists at once and the rounds can visit
+// them in turn.
+type sweepTable struct {
+	rows  int
+	docs  *repository.Repository[models.Document]
+	close func() error
 }
 
 // sweep measures a guarded Update of one document in hand for every
-// combination of table size and payload size, one worker, for d each. The
-// table grows between sizes (rows are added, never removed, until the end).
-func sweep(ctx context.Context, db *gorm.DB, sizes, payloads []int, d time.Duration) (out []SweepResult, err error) {
-	docs, err := repository.New[models.Document](db)
-	if err != nil {
-		return nil, err
-	}
+// combination of table size and payload size, one worker, for d each, in
+// rounds: every round visits every size and payload, so each ratio compares
+// measurements taken next to each other. Each size lives in its own
+// database — a SQLite file in a temporary directory, or a PostgreSQL schema
+// of the database dsn names, dropped at the end — since one table cannot
+// hold 1,000 and 1,000,000 rows at the same time.
+func sweep(ctx context.Context, stderr io.Writer, db *gorm.DB, dsn string, sizes, payloads []int, d time.Duration, rounds int) (out []SweepResult, err error) {
+	var tables []sweepTable
 	defer func() {
-		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM documents WHERE id LIKE 'sweep-%'").Error)
-	}()
-	have := 0
-	for _, n := range sizes {
-		if n > have {
-			if err := fill(ctx, db, have, n); err != nil {
-				return nil, err
-			}
-			have = n
+		for _, t := range tables {
+			err = errors.Join(err, t.close())
 		}
-		for _, p := range payloads {
-			doc, err := docs.Get(ctx, "sweep-1")
-			if err != nil {
-				return nil, err
-			}
-			a, b := strings.Repeat("a", p), strings.Repeat("b", p)
-			ops := 0
-			start := time.Now()
-			for time.Since(start) < d {
-				doc.Title = a
-				if ops%2 == 1 {
-					doc.Title = b
-				}
-				if err := docs.Update(ctx, doc); err != nil {
+	}()
+	for _, n := range sizes {
+		fmt.Fprintf(stderr, "size sweep: filling a table of %d rows\n", n)
+		t, err := openSweepTable(ctx, db, dsn, n)
+		if err != nil {
+			return nil, err
+		}
+		tables = append(tables, t)
+	}
+	// Incompressible payloads: PostgreSQL compresses a repeated letter to
+	// almost nothing, which would measure a much smaller write.
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(n int) string {
+		const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[rng.IntN(len(letters))]
+		}
+		return string(b)
+	}
+	texts := make([][2]string, len(payloads))
+	for i, p := range payloads {
+		texts[i] = [2]string{text(p), text(p)}
+	}
+
+	out = make([]SweepResult, len(sizes)*len(payloads))
+	for round := range max(rounds, 1) {
+		fmt.Fprintf(stderr, "size sweep: round %d/%d\n", round+1, max(rounds, 1))
+		for i, t := range tables {
+			for j, p := range payloads {
+				doc, err := t.docs.Get(ctx, "sweep-1")
+				if err != nil {
 					return nil, err
 				}
-				ops++
+				ops := 0
+				start := time.Now()
+				for time.Since(start) < d {
+					doc.Title = texts[j][ops%2]
+					if err := t.docs.Update(ctx, doc); err != nil {
+						return nil, err
+					}
+					ops++
+				}
+				r := &out[i*len(payloads)+j]
+				r.Rows, r.Payload = t.rows, p
+				r.Ops += ops
+				r.RoundPerOp = append(r.RoundPerOp, time.Since(start)/time.Duration(ops))
 			}
-			out = append(out, SweepResult{Rows: n, Payload: p, Ops: ops, PerOp: time.Since(start) / time.Duration(ops)})
 		}
+	}
+	for i := range out {
+		r := &out[i]
+		r.PerOp = medianDuration(r.RoundPerOp)
+		first := out[i%len(payloads)] // the first size, same payload
+		ratios := make([]float64, len(r.RoundPerOp))
+		for k := range r.RoundPerOp {
+			ratios[k] = float64(r.RoundPerOp[k]) / float64(first.RoundPerOp[k])
+		}
+		r.VsFirst = median(ratios)
 	}
 	return out, nil
 }
 
-// fill adds documents sweep-(from+1) .. sweep-to in one statement.
-func fill(ctx context.Context, db *gorm.DB, from, to int) error {
-	q := `WITH RECURSIVE c(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM c WHERE x < ?)
+// sweepSchemaPrefix starts the names of the PostgreSQL schemas the sweep
+// creates (and drops when it ends).
+const sweepSchemaPrefix = "gormlock_bench_sweep_"
+
+// openSweepTable opens a fresh, migrated database next to db and fills its
+// documents table with sweep-1 .. sweep-n.
+func openSweepTable(ctx context.Context, db *gorm.DB, dsn string, n int) (sweepTable, error) {
+	target, dropSchema := "", func() error { return nil }
+	if db.Dialector.Name() == "postgres" {
+		schema := fmt.Sprintf("%s%d_%d", sweepSchemaPrefix, n, time.Now().UnixNano())
+		if err := db.WithContext(ctx).Exec("CREATE SCHEMA " + schema).Error; err != nil {
+			return sweepTable{}, err
+		}
+		dropSchema = func() error {
+			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE").Error
+		}
+		target = exampledb.WithSearchPath(dsn, schema)
+	}
+	sdb, closeDB, err := exampledb.Open(ctx, target, fmt.Sprintf("sweep-%d", n))
+	if err != nil {
+		return sweepTable{}, errors.Join(err, dropSchema())
+	}
+	t := sweepTable{rows: n, close: func() error { return errors.Join(closeDB(), dropSchema()) }}
+	if t.docs, err = repository.New[models.Document](sdb); err == nil {
+		err = fill(ctx, sdb, n)
+	}
+	if err != nil {
+		return sweepTable{}, errors.Join(err, t.close())
+	}
+	return t, nil
+}
+
+// fill adds documents sweep-1 .. sweep-n in one statement.
+func fill(ctx context.Context, db *gorm.DB, n int) error {
+	q := `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?)
 INSERT INTO documents (id, title, attrs, version, created_at, updated_at)
 SELECT 'sweep-' || x, 'x', '{}', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM c`
 	if db.Dialector.Name() == "postgres" {
 		q = `INSERT INTO documents (id, title, attrs, version, created_at, updated_at)
-SELECT 'sweep-' || g, 'x', '{}', 1, now(), now() FROM generate_series(?::bigint, ?::bigint) AS g`
+SELECT 'sweep-' || g, 'x', '{}', 1, now(), now() FROM generate_series(1, ?::bigint) AS g`
 	}
-	return db.WithContext(ctx).Exec(q, from+1, to).Error
+	if err := db.WithContext(ctx).Exec(q, n).Error; err != nil {
+		return err
+	}
+	if db.Dialector.Name() == "postgres" {
+		return db.WithContext(ctx).Exec("ANALYZE documents").Error
+	}
+	return nil
+}
+
+// medianDuration returns the median of ds.
+func medianDuration(ds []time.Duration) time.Duration {
+	fs := make([]float64, len(ds))
+	for i, d := range ds {
+		fs[i] = float64(d)
+	}
+	return time.Duration(median(fs))
 }
 
 func writeSweep(w io.Writer, db string, rs []SweepResult) {
-	fmt.Fprintf(w, "\n| db | rows | payload | guarded Update | vs first |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n| db | rows | payload | guarded Update | vs first size |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		base := r.PerOp
-		for _, q := range rs {
-			if q.Payload == r.Payload {
-				base = q.PerOp
-				break
-			}
-		}
-		fmt.Fprintf(w, "| %s | %d | %d B | %v | %.2f× |\n", db, r.Rows, r.Payload, r.PerOp.Round(100*time.Nanosecond), float64(r.PerOp)/float64(base))
+		fmt.Fprintf(w, "| %s | %d | %d B | %v | %.2f× |\n", db, r.Rows, r.Payload, r.PerOp.Round(100*time.Nanosecond), r.VsFirst)
 	}
 }

@@ -6,8 +6,10 @@ package exampledb
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -39,4 +41,20 @@ func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() er
 		return nil, nil, errors.Join(err, closeDB())
 	}
 	return db, closeDB, nil
+}
+
+// WithSearchPath returns dsn, a PostgreSQL URL or key=value DSN, with its
+// search_path set to schema, so a connection opened with it creates and
+// finds tables in that schema.
+func WithSearchPath(dsn, schema string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err == nil {
+			q := u.Query()
+			q.Set("search_path", schema)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return dsn + " search_path=" + schema
 }

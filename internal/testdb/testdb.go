@@ -14,15 +14,14 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/opendb"
 )
@@ -126,7 +125,7 @@ func PostgresSchema(t testing.TB) string {
 		}
 		_ = opendb.Close(admin)
 	})
-	return withSearchPath(dsn, schema)
+	return exampledb.WithSearchPath(dsn, schema)
 }
 
 // Ctx returns a context that bounds a test's database work to a minute, so a
@@ -153,18 +152,4 @@ func RawSQLite(t testing.TB, path, params string) *sql.DB {
 		t.Fatalf("testdb: open %s: %v", path, err)
 	}
 	return db
-}
-
-// withSearchPath adds search_path=schema to a URL or key=value DSN.
-func withSearchPath(dsn, schema string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err == nil {
-			q := u.Query()
-			q.Set("search_path", schema)
-			u.RawQuery = q.Encode()
-			return u.String()
-		}
-	}
-	return dsn + " search_path=" + schema
 }
