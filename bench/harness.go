@@ -21,18 +21,22 @@ import (
 // The modes: each increments a counter (an account's balance) in a random
 // record of the cell's keys, doing the same logical work.
 const (
-	ModeRaw         = "raw"         // the same SQL through database/sql: the floor
-	ModeGORM        = "gorm"        // plain GORM with a hand-written WHERE version = ?
-	ModeOptimistic  = "optimistic"  // Repository.Mutate
-	ModePessimistic = "pessimistic" // Repository.MutateLocked
-	ModeLease       = "lease"       // GetAndLock + UpdateWithLease
+	ModeRaw        = "raw"        // the same SQL through database/sql: the floor
+	ModeGORM       = "gorm"       // plain GORM with a hand-written WHERE version = ?
+	ModeOptimistic = "optimistic" // Repository.Mutate
+	// ModeOptimisticMulti is Mutate through a Repository of each worker's
+	// own, as separate processes would run it: no in-process queue for a
+	// record, only the version guard and the retry policy.
+	ModeOptimisticMulti = "optimistic-multi"
+	ModePessimistic     = "pessimistic" // Repository.MutateLocked
+	ModeLease           = "lease"       // GetAndLock + UpdateWithLease
 	// ModeUnguarded reads and writes back with no version and no lock: the
 	// negative control, which loses updates and so fails the run.
 	ModeUnguarded = "unguarded"
 )
 
 // AllModes lists the modes in the order they are reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModePessimistic, ModeLease}
+var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModeOptimisticMulti, ModePessimistic, ModeLease}
 
 // Cell is one measurement: a mode, a number of keys and of workers.
 type Cell struct {
@@ -105,20 +109,21 @@ type harness struct {
 	policy   locking.RetryPolicy
 }
 
-func newHarness(db *gorm.DB) (*harness, error) {
+// newHarness prepares the modes on db, every retrying one with policy.
+func newHarness(db *gorm.DB, policy locking.RetryPolicy) (*harness, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
-	accounts, err := repository.New[models.Account](db)
+	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(policy))
 	if err != nil {
 		return nil, err
 	}
-	leased, err := repository.New[models.Account](db, repository.WithLeases())
+	leased, err := repository.New[models.Account](db, repository.WithLeases(), repository.WithRetryPolicy(policy))
 	if err != nil {
 		return nil, err
 	}
-	return &harness{db: db, sqlDB: sqlDB, accounts: accounts, leased: leased, dialect: db.Dialector.Name(), policy: locking.DefaultRetryPolicy()}, nil
+	return &harness{db: db, sqlDB: sqlDB, accounts: accounts, leased: leased, dialect: db.Dialector.Name(), policy: policy}, nil
 }
 
 // op is one increment of record id; it returns how many attempts it took.
@@ -133,9 +138,11 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 		return Result{}, err
 	}
 	defer h.db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM accounts WHERE owner = ?", owner)
-	inc, err := h.op(c.Mode)
-	if err != nil {
-		return Result{}, err
+	incs := make([]op, c.Workers)
+	for w := range incs {
+		if incs[w], err = h.op(c.Mode); err != nil {
+			return Result{}, err
+		}
 	}
 
 	var ok, failed, attempts atomic.Int64
@@ -152,7 +159,7 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				id := ids[rng.IntN(len(ids))]
 				t0 := time.Now()
-				n, err := inc(ctx, id)
+				n, err := incs[w](ctx, id)
 				lat[w] = append(lat[w], time.Since(t0))
 				attempts.Add(int64(n))
 				switch {
@@ -204,6 +211,7 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 	return ids, nil
 }
 
+// op returns the operation of one worker in mode.
 func (h *harness) op(mode string) (op, error) {
 	inc := func(a *models.Account) error { a.Balance++; return nil }
 	switch mode {
@@ -215,6 +223,16 @@ func (h *harness) op(mode string) (op, error) {
 		return func(ctx context.Context, id int64) (int, error) {
 			var n int
 			_, err := h.accounts.Mutate(ctx, id, inc, repository.Attempts(&n))
+			return n, err
+		}, nil
+	case ModeOptimisticMulti:
+		own, err := repository.New[models.Account](h.db, repository.WithRetryPolicy(h.policy))
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, id int64) (int, error) {
+			var n int
+			_, err := own.Mutate(ctx, id, inc, repository.Attempts(&n))
 			return n, err
 		}, nil
 	case ModePessimistic:

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/gormlock/gormlock/internal/exampledb"
+	"github.com/gormlock/gormlock/locking"
 )
 
 // config is one run of the command.
@@ -50,6 +51,10 @@ type config struct {
 	// machine noise; a cell reports the median round.
 	Rounds int    `json:"rounds"`
 	Out    string `json:"-"`
+	// Retry is the policy of every retrying mode (gormlock's and the
+	// hand-written loops alike); the zero value means
+	// locking.DefaultRetryPolicy().
+	Retry locking.RetryPolicy `json:"retry"`
 	// SweepRows and SweepPayloads, when set, add the size sweep: a guarded
 	// Update's cost per table size and payload size.
 	SweepRows     []int `json:"sweep_rows,omitempty"`
@@ -75,6 +80,10 @@ func main() {
 	flag.StringVar(&keys, "keys", "1,1000", "comma-separated key `counts` (1 = one hot row)")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell and round")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "measure every cell this many `times`, interleaved, and report the median")
+	def := locking.DefaultRetryPolicy()
+	flag.IntVar(&cfg.Retry.MaxAttempts, "retry-attempts", def.MaxAttempts, "retry policy: attempts in all, the first included")
+	flag.DurationVar(&cfg.Retry.BaseDelay, "retry-base", def.BaseDelay, "retry policy: backoff ceiling before the second attempt (doubles per attempt)")
+	flag.DurationVar(&cfg.Retry.MaxDelay, "retry-max", def.MaxDelay, "retry policy: cap of the backoff ceiling")
 	flag.StringVar(&cfg.Out, "out", "bench/out", "output `folder` for results.json and throughput.svg")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
 	sweepPayloads := flag.String("sweep-payloads", "100,102400", "comma-separated payload `bytes` for the size sweep")
@@ -101,6 +110,9 @@ func main() {
 	}
 	if err == nil && cfg.Rounds < 1 {
 		err = fmt.Errorf("-rounds must be at least 1, got %d", cfg.Rounds)
+	}
+	if err == nil {
+		err = cfg.Retry.Validate()
 	}
 	if err != nil || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -163,7 +175,10 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 		sqlDB.SetMaxOpenConns(maxWorkers + 4)
 		sqlDB.SetMaxIdleConns(maxWorkers + 4)
 	}
-	h, err := newHarness(db)
+	if cfg.Retry == (locking.RetryPolicy{}) {
+		cfg.Retry = locking.DefaultRetryPolicy()
+	}
+	h, err := newHarness(db, cfg.Retry)
 	if err != nil {
 		return err
 	}
