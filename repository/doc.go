@@ -20,7 +20,9 @@
 // gorm.io/driver/postgres). New refuses any other dialect with an error
 // matching locking.ErrNotSupported rather than run untested.
 //
-// Update and Delete run their own precomputed SQL on the connection (or on
-// the transaction from RunInTx); they do not run GORM's update/delete hooks
-// or callbacks. Create, Get and Find go through GORM.
+// Update, Delete and Get run their own SQL, built once by New, on the
+// connection (or on the transaction from RunInTx); they do not run GORM's
+// hooks, callbacks or logger. Get fills the entity the way GORM's scan does,
+// and reads a model with an AfterFind hook through GORM so the hook runs.
+// Create and Find go through GORM.
 package repository

@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"database/sql"
 	"fmt"
 	"math"
 	"reflect"
@@ -34,6 +35,10 @@ type meta struct {
 	// readCols are the columns Get reads, in selectSQL's order: every
 	// readable column of the model.
 	readCols []*schema.Field
+	// direct holds, per read column, the index path of a field Get scans
+	// straight into (see directIndex), or nil for one it scans GORM's way.
+	direct    [][]int
+	anyDirect bool
 	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when the
 	// model has an AfterFind hook: then Get reads through GORM, which runs
 	// it.
@@ -126,6 +131,9 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 	for _, f := range cols {
 		if f.Readable {
 			m.readCols = append(m.readCols, f)
+			idx := directIndex(typ, f)
+			m.direct = append(m.direct, idx)
+			m.anyDirect = m.anyDirect || idx != nil
 		}
 		if f == m.pk || f == m.version {
 			continue
@@ -222,6 +230,38 @@ func (w *sqlWriter) guard(m *meta) *sqlWriter {
 		w.str(" AND ").str(m.leases.guard)
 	}
 	return w
+}
+
+var scannerType = reflect.TypeFor[sql.Scanner]()
+
+// directIndex returns the index path of f in model when Get may scan the
+// column straight into the field: a bool, number, string or time.Time held
+// by value (also through embedded structs held by value), with no serializer
+// and no Scan method of its own. database/sql stores such a value exactly as
+// GORM's scan does, except a NULL, which GORM reads as the zero value and
+// database/sql refuses: Get then scans the row again GORM's way. Any other
+// field gets nil and is always scanned GORM's way.
+func directIndex(model reflect.Type, f *schema.Field) []int {
+	if f.Serializer != nil || reflect.PointerTo(f.FieldType).Implements(scannerType) {
+		return nil
+	}
+	switch k := f.FieldType.Kind(); {
+	case k == reflect.Bool, k == reflect.String, isInt(k), k == reflect.Float32, k == reflect.Float64:
+	case f.FieldType == reflect.TypeFor[time.Time]():
+	default:
+		return nil
+	}
+	t := model
+	for _, i := range f.StructField.Index {
+		if i < 0 || t.Kind() != reflect.Struct || i >= t.NumField() {
+			return nil // a negative index is GORM's mark of an embedded pointer
+		}
+		t = t.Field(i).Type
+	}
+	if t != f.FieldType {
+		return nil
+	}
+	return f.StructField.Index
 }
 
 func isTimeField(f *schema.Field) bool {

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,4 +45,33 @@ func TestGuardedSQL(t *testing.T) {
 			require.Equal(t, wantDoc[d], docs.m.updateSQL)
 		})
 	}
+}
+
+// Get scans plain fields held by value straight into the struct, and every
+// other field (pointers, Scanners, serializers, embedded pointers) GORM's way.
+func TestDirectScanFields(t *testing.T) {
+	type Embedded struct{ Inner string }
+	type model struct {
+		ID    int64 `gorm:"primaryKey"`
+		Name  string
+		When  time.Time
+		Ratio float64
+		Note  *string
+		Attrs models.Attributes `gorm:"type:text"`
+		Tags  []string          `gorm:"serializer:json"`
+		Blob  []byte
+		Embedded
+		*models.Versioned `gorm:"embedded;embeddedPrefix:p_"`
+	}
+	r, err := New[model](testdb.Open(t, "sqlite"))
+	require.NoError(t, err)
+	direct := map[string]bool{}
+	for i, f := range r.m.readCols {
+		direct[f.DBName] = r.m.direct[i] != nil
+	}
+	require.Equal(t, map[string]bool{
+		"id": true, "name": true, "when": true, "ratio": true, "inner": true,
+		"note": false, "attrs": false, "tags": false, "blob": false,
+		"p_created_at": false, "p_updated_at": false, "p_version": false,
+	}, direct)
 }

@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -20,11 +19,13 @@ import (
 // *locking.NotFoundError (errors.Is(err, locking.ErrNotFound)).
 //
 // Get sends one SELECT of the model's readable columns, built by New, and
-// fills the entity the way GORM's scan does (its scan value per field, then
-// the field's setter, so serializers and NULLs behave as in GORM), without
-// GORM's per-call statement building. Like Update, it therefore does not go
-// through GORM's callbacks or logger; a model with an AfterFind hook is read
-// through GORM, so the hook runs.
+// fills the entity as GORM's scan would, without GORM's per-call statement
+// building: plain columns (numbers, strings, bools, times) straight into
+// their fields, others (serializers, Scanners, pointers) through GORM's scan
+// value and setter, and a row with a NULL in a plain field again GORM's way
+// (the zero value). Like Update, it therefore does not go through GORM's
+// callbacks or logger; a model with an AfterFind hook is read through GORM,
+// so the hook runs.
 func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
@@ -35,7 +36,7 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	if r.m.selectSQL == "" {
 		err = db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error
 	} else {
-		err = r.scanRow(ctx, db.Statement.ConnPool.QueryRowContext(ctx, r.m.selectSQL, id), &e)
+		err = r.readRow(ctx, db.Statement.ConnPool, &e, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: Get id=%v: %w", r.m.table, id, r.translate(err, id))
@@ -43,30 +44,58 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	return &e, nil
 }
 
-// scanRow fills e from row, a SELECT of r.m.readCols, as GORM's scan does:
-// each column into its field's pooled scan value, then through the field's
-// setter. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
-func (r *Repository[T]) scanRow(ctx context.Context, row *sql.Row, e *T) error {
+// readRow reads record id into e with selectSQL. No row gives
+// gorm.ErrRecordNotFound, as GORM's Take does.
+func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, e *T, id any) (err error) {
+	rows, err := pool.QueryContext(ctx, r.m.selectSQL, id)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return gorm.ErrRecordNotFound
+	}
+	rv := reflect.ValueOf(e).Elem()
+	if err := r.scanInto(ctx, rows, rv, true); err == nil || !r.m.anyDirect {
+		return err
+	}
+	// A plain field got a value database/sql will not store in it as it
+	// is — a NULL, which GORM reads as the zero value: scan the same row
+	// again GORM's way, which overwrites every field the first scan set.
+	return r.scanInto(ctx, rows, rv, false)
+}
+
+// scanInto scans the current row into rv: with direct, plain fields
+// straight into the struct; every other field (all of them without direct)
+// into its GORM scan value, then through its setter, as GORM's scan does.
+func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect.Value, direct bool) error {
 	cols := r.m.readCols
-	vals := make([]any, len(cols))
+	dests := make([]any, len(cols))
 	for i, f := range cols {
-		vals[i] = f.NewValuePool.Get()
-	}
-	err := row.Scan(vals...)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = gorm.ErrRecordNotFound
-	}
-	if err == nil {
-		rv := reflect.ValueOf(e).Elem()
-		for i, f := range cols {
-			if err = f.Set(ctx, rv, vals[i]); err != nil {
-				err = fmt.Errorf("column %s: %w", f.DBName, err)
-				break
-			}
+		if idx := r.m.direct[i]; direct && idx != nil {
+			dests[i] = rv.FieldByIndex(idx).Addr().Interface()
+		} else {
+			dests[i] = f.NewValuePool.Get()
 		}
 	}
+	err := rows.Scan(dests...)
 	for i, f := range cols {
-		f.NewValuePool.Put(vals[i])
+		if direct && r.m.direct[i] != nil {
+			continue
+		}
+		if err == nil {
+			if err = f.Set(ctx, rv, dests[i]); err != nil {
+				err = fmt.Errorf("column %s: %w", f.DBName, err)
+			}
+		}
+		f.NewValuePool.Put(dests[i])
 	}
 	return err
 }

@@ -32,6 +32,21 @@ type wide struct {
 	models.Versioned
 }
 
+// level and label are named plain types: scanned straight into the field.
+type (
+	level int16
+	label string
+)
+
+// boxed embeds its bookkeeping through a pointer, and has named plain
+// types: fields behind the pointer are read GORM's way.
+type boxed struct {
+	ID    int64 `gorm:"primaryKey"`
+	Level level
+	Label label
+	*models.Versioned
+}
+
 // found counts AfterFind calls: a model with the hook is read through GORM.
 type found struct {
 	ID    int64 `gorm:"primaryKey"`
@@ -93,6 +108,37 @@ func TestGetReadsLikeGORM(t *testing.T) {
 			require.EqualValues(t, 2, again.Version)
 			return nil
 		}))
+	})
+}
+
+func TestGetReadsEmbeddedPointersAndNamedTypes(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		require.NoError(t, db.AutoMigrate(&boxed{}))
+		r, err := repository.New[boxed](db)
+		require.NoError(t, err)
+		b := &boxed{Level: -3, Label: "x", Versioned: &models.Versioned{}}
+		require.NoError(t, r.Create(ctx, b))
+		got, err := r.Get(ctx, b.ID)
+		require.NoError(t, err)
+		var want boxed
+		require.NoError(t, db.Take(&want, b.ID).Error)
+		require.Equal(t, want, *got)
+		require.Equal(t, level(-3), got.Level)
+		require.Equal(t, label("x"), got.Label)
+		require.NotNil(t, got.Versioned)
+		require.EqualValues(t, 1, got.Version)
+
+		// A NULL in a named plain field reads as its zero value, as in GORM.
+		require.NoError(t, db.Exec("UPDATE boxeds SET label = NULL WHERE id = ?", b.ID).Error)
+		got, err = r.Get(ctx, b.ID)
+		require.NoError(t, err)
+		require.Equal(t, label(""), got.Label)
+		require.Equal(t, level(-3), got.Level)
+		m, err := r.Mutate(ctx, b.ID, func(x *boxed) error { x.Level++; return nil })
+		require.NoError(t, err)
+		require.Equal(t, level(-2), m.Level)
+		require.EqualValues(t, 2, m.Version)
 	})
 }
 
