@@ -130,11 +130,11 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 		// Callers in this process take turns on the record instead of
 		// racing (see turns). Not inside a transaction: one that already
 		// holds row locks must not also wait on an in-process queue.
-		release, err := r.turns.take(ctx, keyString(id))
+		tu, err := r.turns.take(ctx, keyString(id))
 		if err != nil {
 			return nil, err
 		}
-		defer release()
+		defer r.turns.give(tu)
 	}
 	var out *T
 	attempts := 0

@@ -13,13 +13,13 @@ import (
 func TestTurns(t *testing.T) {
 	var tu turns
 	ctx := context.Background()
-	release, err := tu.take(ctx, "a")
+	held, err := tu.take(ctx, "a")
 	require.NoError(t, err)
 
 	// Another key is free; the same key waits until the holder is done.
 	other, err := tu.take(ctx, "b")
 	require.NoError(t, err)
-	other()
+	tu.give(other)
 
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
@@ -31,7 +31,7 @@ func TestTurns(t *testing.T) {
 		r, err := tu.take(ctx, "a")
 		if err == nil {
 			close(got)
-			r()
+			tu.give(r)
 		}
 	}()
 	select {
@@ -39,7 +39,7 @@ func TestTurns(t *testing.T) {
 		t.Fatal("the second caller got the turn while the first held it")
 	case <-time.After(20 * time.Millisecond):
 	}
-	release()
+	tu.give(held)
 	<-got
 	require.Eventually(t, func() bool { return tu.size() == 0 }, time.Second, time.Millisecond, "no entry is left behind")
 
@@ -64,10 +64,87 @@ func TestTurns(t *testing.T) {
 			mu.Lock()
 			inside--
 			mu.Unlock()
-			r()
+			tu.give(r)
 		}()
 	}
 	wg.Wait()
 	require.Equal(t, 1, most)
 	require.Zero(t, tu.size())
+}
+
+// A waiter that gives up just as the turn is handed to it must neither keep
+// the turn nor lose it: the next waiter gets it, or with none the record is
+// free again.
+func TestTurnsHandOffRacesCancellation(t *testing.T) {
+	var tu turns
+	ctx := context.Background()
+	for i := range 500 {
+		holder, err := tu.take(ctx, "k")
+		require.NoError(t, err)
+		bctx, cancel := context.WithCancel(ctx)
+		bDone := make(chan *turn, 1)
+		go func() {
+			b, _ := tu.take(bctx, "k")
+			bDone <- b
+		}()
+		withC := i%2 == 0
+		cDone := make(chan struct{})
+		if withC {
+			go func() {
+				c, err := tu.take(ctx, "k")
+				if err == nil {
+					tu.give(c)
+				}
+				close(cDone)
+			}()
+		} else {
+			close(cDone)
+		}
+		require.Eventually(t, func() bool {
+			tu.mu.Lock()
+			defer tu.mu.Unlock()
+			return tu.m["k"].waiters == 2+map[bool]int{true: 1}[withC]
+		}, time.Second, 10*time.Microsecond)
+		go cancel()
+		tu.give(holder)
+		if b := <-bDone; b != nil {
+			tu.give(b)
+		}
+		select {
+		case <-cDone:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the other waiter never got the turn", i)
+		}
+		short, stop := context.WithTimeout(ctx, time.Second)
+		again, err := tu.take(short, "k")
+		stop()
+		require.NoError(t, err, "round %d: the turn was lost", i)
+		tu.give(again)
+		require.Zero(t, tu.size(), "round %d", i)
+	}
+}
+
+// The same race, set up directly: the turn is in next for a waiter when a
+// caller whose context is already done arrives. Whichever way its select
+// goes, the turn must still be there for the waiter.
+func TestTurnsCancelledCallerLeavesTheTurn(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		var tu turns
+		next := make(chan struct{}, 1)
+		next <- struct{}{} // handed on, not yet received by the one waiter
+		tu.m = map[string]*turn{"k": {key: "k", waiters: 1, next: next}}
+		got, err := tu.take(done, "k")
+		if err == nil {
+			// It took the turn: giving it back hands it on again.
+			tu.give(got)
+		}
+		select {
+		case <-next:
+		default:
+			t.Fatalf("round %d: the waiter's turn was lost", i)
+		}
+		require.Equal(t, 1, tu.size())
+	}
 }
