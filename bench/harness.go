@@ -57,16 +57,23 @@ type Result struct {
 	// VsRaw is the throughput relative to the raw mode in the same keys
 	// and workers: the median over rounds of this cell's ops/s over raw's in
 	// the same round (0 when raw did not run).
-	VsRaw        float64       `json:"vs_raw,omitempty"`
-	RetriesPerOp float64       `json:"retries_per_op"`
-	P50          time.Duration `json:"p50_ns"` // over every operation of every round
-	P99          time.Duration `json:"p99_ns"`
-	Max          time.Duration `json:"max_ns"`
+	VsRaw        float64 `json:"vs_raw,omitempty"`
+	RetriesPerOp float64 `json:"retries_per_op"`
+	// CPUPerOp is this process's CPU time (user and system: gormlock or
+	// the hand-written loop, the driver, the Go runtime) per successful
+	// operation, over all rounds: the client's own cost, which machine
+	// noise and the database's waits do not blur. The database server's
+	// CPU is not in it.
+	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
+	P50      time.Duration `json:"p50_ns"` // over every operation of every round
+	P99      time.Duration `json:"p99_ns"`
+	Max      time.Duration `json:"max_ns"`
 	// Lost is successful increments minus the counters' growth: anything
 	// but 0 is a lost update, and fails the run.
 	Lost int64 `json:"lost"`
 
 	attempts int64           // every attempt, for RetriesPerOp
+	cpu      time.Duration   // this process's CPU time in the rounds
 	lat      []time.Duration // every operation's latency, for the percentiles
 }
 
@@ -78,6 +85,7 @@ func (r *Result) merge(q Result) {
 	r.Elapsed += q.Elapsed
 	r.Lost += q.Lost
 	r.attempts += q.attempts
+	r.cpu += q.cpu
 	r.lat = append(r.lat, q.lat...)
 	r.RoundOpsPerSec = append(r.RoundOpsPerSec, q.OpsPerSec)
 }
@@ -87,6 +95,9 @@ func (r *Result) finish() {
 	r.OpsPerSec = median(r.RoundOpsPerSec)
 	if total := r.Ops + r.Errors; total > 0 {
 		r.RetriesPerOp = float64(r.attempts-total) / float64(total)
+	}
+	if r.Ops > 0 {
+		r.CPUPerOp = r.cpu / time.Duration(r.Ops)
 	}
 	if len(r.lat) > 0 {
 		slices.Sort(r.lat)
@@ -149,6 +160,7 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	lat := make([][]time.Duration, c.Workers)
 	errs := make([]error, c.Workers)
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := range c.Workers {
@@ -176,6 +188,7 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	if err := errors.Join(errs...); err != nil {
 		return Result{}, err
 	}
@@ -187,7 +200,7 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 		return Result{}, err
 	}
 	r := Result{Cell: c, Ops: ok.Load(), Errors: failed.Load(), Elapsed: elapsed, Lost: ok.Load() - sum,
-		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), lat: slices.Concat(lat...)}
+		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), cpu: cpu, lat: slices.Concat(lat...)}
 	if r.Lost != 0 {
 		return r, fmt.Errorf("%w: %s keys=%d workers=%d: %d successful increments, counters grew by %d", errLost, c.Mode, c.Keys, c.Workers, r.Ops, sum)
 	}

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +86,7 @@ func main() {
 	flag.DurationVar(&cfg.Retry.BaseDelay, "retry-base", def.BaseDelay, "retry policy: backoff ceiling before the second attempt (doubles per attempt)")
 	flag.DurationVar(&cfg.Retry.MaxDelay, "retry-max", def.MaxDelay, "retry policy: cap of the backoff ceiling")
 	flag.StringVar(&cfg.Out, "out", "bench/out", "output `folder` for results.json and throughput.svg")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
 	sweepPayloads := flag.String("sweep-payloads", "100,102400", "comma-separated payload `bytes` for the size sweep")
 	flag.Parse()
@@ -121,9 +123,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	if err := run(ctx, os.Stdout, os.Stderr, cfg, dsn); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()
+		pprof.StopCPUProfile() // flush what was measured; a no-op without -cpuprofile
 		os.Exit(1)
 	}
 }
@@ -281,15 +295,15 @@ func median(xs []float64) float64 {
 
 // writeTable prints the results as a Markdown table.
 func writeTable(w io.Writer, db string, results []Result) {
-	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | retries/op | p50 | p99 | max | errors | lost |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | client CPU/op | retries/op | p50 | p99 | max | errors | lost |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
 		vs := "—"
 		if r.VsRaw > 0 {
 			vs = fmt.Sprintf("%.2f×", r.VsRaw)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %.2f | %v | %v | %v | %d | %d |\n",
-			db, r.Mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.RetriesPerOp,
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %v | %.2f | %v | %v | %v | %d | %d |\n",
+			db, r.Mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.Errors, r.Lost)
 	}
 }

@@ -52,6 +52,7 @@ func TestRunWritesTableJSONAndChart(t *testing.T) {
 				assert.Positive(t, r.Ops, "%+v", r.Cell)
 				assert.Zero(t, r.Lost, "%+v", r.Cell)
 				assert.Positive(t, r.OpsPerSec, "%+v", r.Cell)
+				assert.Positive(t, r.CPUPerOp, "%+v", r.Cell)
 				assert.LessOrEqual(t, r.P50, r.P99)
 				assert.LessOrEqual(t, r.P99, r.Max)
 			}
@@ -177,8 +178,8 @@ func TestRoundsReportTheMedian(t *testing.T) {
 func TestFinishSummarisesRounds(t *testing.T) {
 	var r Result
 	ms := time.Millisecond
-	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 10, Errors: 0, OpsPerSec: 100, attempts: 12, lat: []time.Duration{5 * ms, 1 * ms}})
-	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 8, Errors: 2, OpsPerSec: 300, attempts: 10, lat: []time.Duration{2 * ms, 9 * ms}})
+	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 10, Errors: 0, OpsPerSec: 100, attempts: 12, cpu: 20 * ms, lat: []time.Duration{5 * ms, 1 * ms}})
+	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 8, Errors: 2, OpsPerSec: 300, attempts: 10, cpu: 16 * ms, lat: []time.Duration{2 * ms, 9 * ms}})
 	r.merge(Result{Cell: Cell{Mode: ModeRaw}, Ops: 0, Errors: 0, OpsPerSec: 200})
 	r.finish()
 	assert.Equal(t, 200.0, r.OpsPerSec)
@@ -188,5 +189,6 @@ func TestFinishSummarisesRounds(t *testing.T) {
 	assert.Equal(t, 5*ms, r.P50)
 	assert.Equal(t, 9*ms, r.P99)
 	assert.Equal(t, 9*ms, r.Max)
+	assert.Equal(t, 2*ms, r.CPUPerOp, "36 ms of CPU over 18 successful operations")
 	assert.Nil(t, r.lat)
 }
