@@ -185,8 +185,20 @@ func rebind(db *gorm.DB, s string) string {
 	return b.String()
 }
 
-// keyString is a primary key as text, for comparing keys in Go.
-func keyString(id any) string { return fmt.Sprint(id) }
+// keyString is a primary key as text, for comparing keys in Go: what
+// fmt.Sprint prints, without its cost for the common key types (Mutate
+// calls it on every call).
+func keyString(id any) string {
+	switch v := id.(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int:
+		return strconv.Itoa(v)
+	}
+	return fmt.Sprint(id)
+}
 
 func millisTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 

@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,4 +75,11 @@ func TestDirectScanFields(t *testing.T) {
 		"note": false, "attrs": false, "tags": false, "blob": false,
 		"p_created_at": false, "p_updated_at": false, "p_version": false,
 	}, direct)
+}
+
+// keyString's shortcuts print what fmt.Sprint prints.
+func TestKeyString(t *testing.T) {
+	for _, id := range []any{"doc-1", "", int64(-42), int64(1 << 62), 7, int32(5), uint64(9), [2]byte{1, 2}} {
+		require.Equal(t, fmt.Sprint(id), keyString(id), "%T", id)
+	}
 }
