@@ -154,7 +154,13 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 		return nil, err
 	}
 	var e T
-	if err := r.lockedRead(ctx, db, lc, func(q *gorm.DB) error { return q.Take(&e, r.m.pkEq(id)).Error }); err != nil {
+	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, lock string) error {
+		if r.m.selectSQL == "" {
+			return q.Take(&e, r.m.pkEq(id)).Error
+		}
+		return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lock), &e, id)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%s: GetLocked id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
 	}
 	return &e, nil
@@ -200,7 +206,7 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 	if r.m.caps.Name == dialect.Postgres && r.m.pk.FieldType.Kind() == reflect.String {
 		order = clause.OrderBy{Expression: clause.Expr{SQL: `? COLLATE "C"`, Vars: []any{pk}}}
 	}
-	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB) error {
+	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ string) error {
 		return q.Where(clause.IN{Column: pk, Values: keys}).Clauses(order).Find(&out).Error
 	})
 	if err != nil {
@@ -267,8 +273,10 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([
 }
 
 // lockedRead runs read with the lock lc asks for, the way the database
-// provides it (see internal/dialect).
-func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(*gorm.DB) error) error {
+// provides it (see internal/dialect): read gets a query carrying the locking
+// clause, and the same clause as SQL to append to a statement of its own
+// (" FOR UPDATE NOWAIT"; empty where the lock is taken otherwise).
+func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, lock string) error) error {
 	switch r.m.caps.How(dialect.RowLock) {
 	case dialect.Native:
 		lock := clause.Locking{Strength: clause.LockingStrengthUpdate}
@@ -286,7 +294,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 				return fmt.Errorf("setting lock_timeout: %w", err)
 			}
 		}
-		err := read(db.WithContext(ctx).Clauses(lock))
+		err := read(db.WithContext(ctx).Clauses(lock), lockSQL(lock))
 		var server interface{ SQLState() string }
 		if lc.timeout > 0 && !errors.As(err, &server) {
 			// After an error from the server the transaction is aborted
@@ -305,9 +313,18 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
 			return err
 		}
-		return read(db.WithContext(ctx))
+		return read(db.WithContext(ctx), "")
 	}
 	return r.m.caps.Check(dialect.RowLock)
+}
+
+// lockSQL is the locking clause l as SQL: " FOR UPDATE", " FOR SHARE NOWAIT".
+func lockSQL(l clause.Locking) string {
+	s := " FOR " + l.Strength
+	if l.Options != "" {
+		s += " " + l.Options
+	}
+	return s
 }
 
 const (

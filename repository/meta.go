@@ -43,6 +43,9 @@ type meta struct {
 	// model has an AfterFind hook: then Get reads through GORM, which runs
 	// it.
 	selectSQL string
+	// selectLocked is selectSQL with each locking clause GetLocked may
+	// append, keyed by the clause (" FOR UPDATE NOWAIT"), built with it.
+	selectLocked map[string]string
 
 	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
 	bumpSQL    string // SET version, [updated_at] WHERE pk AND version
@@ -180,11 +183,26 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 			w.quote(f.DBName)
 		}
 		m.selectSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").eq(m.pk.DBName).String()
+		m.selectLocked = map[string]string{}
+		for _, strength := range []string{clause.LockingStrengthUpdate, clause.LockingStrengthShare} {
+			for _, opt := range []string{"", clause.LockingOptionsNoWait} {
+				lock := lockSQL(clause.Locking{Strength: strength, Options: opt})
+				m.selectLocked[lock] = m.selectSQL + lock
+			}
+		}
 	}
 	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
 		str(" WHERE ").eq(m.pk.DBName).String()
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
+}
+
+// lockedSelect returns selectSQL followed by the locking clause lock.
+func (m *meta) lockedSelect(lock string) string {
+	if q, ok := m.selectLocked[lock]; ok {
+		return q
+	}
+	return m.selectSQL + lock
 }
 
 // sqlWriter writes one statement with the dialect's quoting and numbered

@@ -36,7 +36,7 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	if r.m.selectSQL == "" {
 		err = db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error
 	} else {
-		err = r.readRow(ctx, db.Statement.ConnPool, &e, id)
+		err = r.readRow(ctx, db.Statement.ConnPool, r.m.selectSQL, &e, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: Get id=%v: %w", r.m.table, id, r.translate(err, id))
@@ -44,10 +44,10 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	return &e, nil
 }
 
-// readRow reads record id into e with selectSQL. No row gives
-// gorm.ErrRecordNotFound, as GORM's Take does.
-func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, e *T, id any) (err error) {
-	rows, err := pool.QueryContext(ctx, r.m.selectSQL, id)
+// readRow reads record id into e with query, selectSQL or one of its locked
+// forms. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
+func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, query string, e *T, id any) (err error) {
+	rows, err := pool.QueryContext(ctx, query, id)
 	if err != nil {
 		return err
 	}
