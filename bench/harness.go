@@ -62,8 +62,9 @@ type Result struct {
 	// CPUPerOp is this process's CPU time (user and system: gormlock or
 	// the hand-written loop, the driver, the Go runtime) per successful
 	// operation, over all rounds: the client's own cost, which machine
-	// noise and the database's waits do not blur. The database server's
-	// CPU is not in it.
+	// noise and the database's waits do not blur. A PostgreSQL server's CPU
+	// is not in it; SQLite's is, since it runs in this process. With
+	// -cpuprofile the profiler's own cost is in it too.
 	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
 	P50      time.Duration `json:"p50_ns"` // over every operation of every round
 	P99      time.Duration `json:"p99_ns"`

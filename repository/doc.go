@@ -23,6 +23,7 @@
 // Update, Delete and Get run their own SQL, built once by New, on the
 // connection (or on the transaction from RunInTx); they do not run GORM's
 // hooks, callbacks or logger. Get fills the entity the way GORM's scan does,
-// and reads a model with an AfterFind hook through GORM so the hook runs.
+// and reads a model with an AfterFind hook or a read-only field through
+// GORM.
 // Create and Find go through GORM.
 package repository

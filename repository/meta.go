@@ -39,9 +39,8 @@ type meta struct {
 	// straight into (see directIndex), or nil for one it scans GORM's way.
 	direct    [][]int
 	anyDirect bool
-	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when the
-	// model has an AfterFind hook: then Get reads through GORM, which runs
-	// it.
+	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when Get
+	// must read through GORM instead (see ownSelect).
 	selectSQL string
 	// selectLocked is selectSQL with each locking clause GetLocked may
 	// append, keyed by the clause (" FOR UPDATE NOWAIT"), built with it.
@@ -174,7 +173,7 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	m.updateSQL = w.setVersion(m).guard(m).String()
 	m.bumpSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).String()
 	m.deleteSQL = w.reset("DELETE FROM ").quote(m.table).guard(m).String()
-	if !m.schema.AfterFind {
+	if m.ownSelect() {
 		w.reset("SELECT ")
 		for i, f := range m.readCols {
 			if i > 0 {
@@ -195,6 +194,24 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		str(" WHERE ").eq(m.pk.DBName).String()
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
+}
+
+// ownSelect reports whether Get may read with a SELECT of its own that
+// names readCols. Not for a model with an AfterFind hook, which only GORM
+// runs, nor for one with a read-only field (tagged "->"): such a field may
+// have no column in the table (one filled only by a custom Select), and
+// naming it would fail where GORM's SELECT * leaves it zero. Every other
+// readable column is one that Create and Update write, so it exists.
+func (m *meta) ownSelect() bool {
+	if m.schema.AfterFind {
+		return false
+	}
+	for _, f := range m.readCols {
+		if !f.Creatable && !f.Updatable && f != m.pk {
+			return false
+		}
+	}
+	return true
 }
 
 // lockedSelect returns selectSQL followed by the locking clause lock.

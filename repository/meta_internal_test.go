@@ -83,3 +83,22 @@ func TestKeyString(t *testing.T) {
 		require.Equal(t, fmt.Sprint(id), keyString(id), "%T", id)
 	}
 }
+
+// Get reads with its own SELECT unless the model has an AfterFind hook or a
+// read-only field, whose column may not exist.
+func TestOwnSelect(t *testing.T) {
+	type readOnly struct {
+		ID    int64 `gorm:"primaryKey"`
+		Total int64 `gorm:"->"`
+		models.Versioned
+	}
+	db := testdb.Open(t, "sqlite")
+	accounts, err := New[models.Account](db)
+	require.NoError(t, err)
+	require.True(t, accounts.m.ownSelect())
+	require.NotEmpty(t, accounts.m.selectSQL)
+	ro, err := New[readOnly](db)
+	require.NoError(t, err)
+	require.False(t, ro.m.ownSelect())
+	require.Empty(t, ro.m.selectSQL)
+}

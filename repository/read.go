@@ -24,8 +24,9 @@ import (
 // their fields, others (serializers, Scanners, pointers) through GORM's scan
 // value and setter, and a row with a NULL in a plain field again GORM's way
 // (the zero value). Like Update, it therefore does not go through GORM's
-// callbacks or logger; a model with an AfterFind hook is read through GORM,
-// so the hook runs.
+// callbacks or logger. A model with an AfterFind hook is read through GORM,
+// so the hook runs, and so is one with a read-only ("->") field, whose
+// column may be missing where GORM's SELECT * would leave it zero.
 func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
@@ -63,19 +64,23 @@ func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, query s
 		return gorm.ErrRecordNotFound
 	}
 	rv := reflect.ValueOf(e).Elem()
-	if err := r.scanInto(ctx, rows, rv, true); err == nil || !r.m.anyDirect {
+	retry, err := r.scanInto(ctx, rows, rv, true)
+	if err == nil || !retry {
 		return err
 	}
 	// A plain field got a value database/sql will not store in it as it
 	// is — a NULL, which GORM reads as the zero value: scan the same row
 	// again GORM's way, which overwrites every field the first scan set.
-	return r.scanInto(ctx, rows, rv, false)
+	_, err = r.scanInto(ctx, rows, rv, false)
+	return err
 }
 
 // scanInto scans the current row into rv: with direct, plain fields
 // straight into the struct; every other field (all of them without direct)
 // into its GORM scan value, then through its setter, as GORM's scan does.
-func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect.Value, direct bool) error {
+// retry reports an error of the direct scan itself, which scanning GORM's
+// way may not meet; an error from a setter would come back the same.
+func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect.Value, direct bool) (retry bool, err error) {
 	cols := r.m.readCols
 	dests := make([]any, len(cols))
 	for i, f := range cols {
@@ -85,7 +90,8 @@ func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect
 			dests[i] = f.NewValuePool.Get()
 		}
 	}
-	err := rows.Scan(dests...)
+	err = rows.Scan(dests...)
+	retry = err != nil && direct && r.m.anyDirect
 	for i, f := range cols {
 		if direct && r.m.direct[i] != nil {
 			continue
@@ -97,7 +103,7 @@ func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect
 		}
 		f.NewValuePool.Put(dests[i])
 	}
-	return err
+	return retry, err
 }
 
 // FindOption narrows or orders Find.
