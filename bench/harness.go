@@ -228,33 +228,29 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 // op returns the operation of one worker in mode.
 func (h *harness) op(mode string) (op, error) {
 	inc := func(a *models.Account) error { a.Balance++; return nil }
+	// mutate runs Mutate or MutateLocked of one repository.
+	mutate := func(call func(context.Context, any, func(*models.Account) error, ...repository.MutateOption) (*models.Account, error)) op {
+		return func(ctx context.Context, id int64) (int, error) {
+			var n int
+			_, err := call(ctx, id, inc, repository.Attempts(&n))
+			return n, err
+		}
+	}
 	switch mode {
 	case ModeRaw:
 		return h.rawOp(), nil
 	case ModeGORM:
 		return h.gormOp(), nil
 	case ModeOptimistic:
-		return func(ctx context.Context, id int64) (int, error) {
-			var n int
-			_, err := h.accounts.Mutate(ctx, id, inc, repository.Attempts(&n))
-			return n, err
-		}, nil
+		return mutate(h.accounts.Mutate), nil
 	case ModeOptimisticMulti:
 		own, err := repository.New[models.Account](h.db, repository.WithRetryPolicy(h.policy))
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, id int64) (int, error) {
-			var n int
-			_, err := own.Mutate(ctx, id, inc, repository.Attempts(&n))
-			return n, err
-		}, nil
+		return mutate(own.Mutate), nil
 	case ModePessimistic:
-		return func(ctx context.Context, id int64) (int, error) {
-			var n int
-			_, err := h.accounts.MutateLocked(ctx, id, inc, repository.Attempts(&n))
-			return n, err
-		}, nil
+		return mutate(h.accounts.MutateLocked), nil
 	case ModeLease:
 		return func(ctx context.Context, id int64) (int, error) {
 			n := 0

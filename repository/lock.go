@@ -154,11 +154,14 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 		return nil, err
 	}
 	var e T
-	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, lock string) error {
-		if r.m.selectSQL == "" {
+	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, rowLock bool) error {
+		switch {
+		case r.m.selectSQL == "":
 			return q.Take(&e, r.m.pkEq(id)).Error
+		case rowLock:
+			return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lc), &e, id)
 		}
-		return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lock), &e, id)
+		return r.readRow(ctx, q.Statement.ConnPool, r.m.selectSQL, &e, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: GetLocked id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
@@ -206,7 +209,7 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 	if r.m.caps.Name == dialect.Postgres && r.m.pk.FieldType.Kind() == reflect.String {
 		order = clause.OrderBy{Expression: clause.Expr{SQL: `? COLLATE "C"`, Vars: []any{pk}}}
 	}
-	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ string) error {
+	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ bool) error {
 		return q.Where(clause.IN{Column: pk, Values: keys}).Clauses(order).Find(&out).Error
 	})
 	if err != nil {
@@ -274,9 +277,10 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([
 
 // lockedRead runs read with the lock lc asks for, the way the database
 // provides it (see internal/dialect): read gets a query carrying the locking
-// clause, and the same clause as SQL to append to a statement of its own
-// (" FOR UPDATE NOWAIT"; empty where the lock is taken otherwise).
-func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, lock string) error) error {
+// clause, and rowLock true where a statement of its own must lock the row
+// itself (FOR UPDATE, see meta.lockedSelect); false where the lock is
+// already taken (SQLite's write lock).
+func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, rowLock bool) error) error {
 	switch r.m.caps.How(dialect.RowLock) {
 	case dialect.Native:
 		lock := clause.Locking{Strength: clause.LockingStrengthUpdate}
@@ -294,7 +298,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 				return fmt.Errorf("setting lock_timeout: %w", err)
 			}
 		}
-		err := read(db.WithContext(ctx).Clauses(lock), lockSQL(lock))
+		err := read(db.WithContext(ctx).Clauses(lock), true)
 		var server interface{ SQLState() string }
 		if lc.timeout > 0 && !errors.As(err, &server) {
 			// After an error from the server the transaction is aborted
@@ -313,18 +317,9 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
 			return err
 		}
-		return read(db.WithContext(ctx), "")
+		return read(db.WithContext(ctx), false)
 	}
 	return r.m.caps.Check(dialect.RowLock)
-}
-
-// lockSQL is the locking clause l as SQL: " FOR UPDATE", " FOR SHARE NOWAIT".
-func lockSQL(l clause.Locking) string {
-	s := " FOR " + l.Strength
-	if l.Options != "" {
-		s += " " + l.Options
-	}
-	return s
 }
 
 const (

@@ -42,9 +42,9 @@ type meta struct {
 	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when Get
 	// must read through GORM instead (see ownSelect).
 	selectSQL string
-	// selectLocked is selectSQL with each locking clause GetLocked may
-	// append, keyed by the clause (" FOR UPDATE NOWAIT"), built with it.
-	selectLocked map[string]string
+	// selectFor is selectSQL + " FOR UPDATE" / " FOR SHARE" [" NOWAIT"],
+	// indexed [shared][nowait], for GetLocked where rows lock natively.
+	selectFor [2][2]string
 
 	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
 	bumpSQL    string // SET version, [updated_at] WHERE pk AND version
@@ -182,12 +182,9 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 			w.quote(f.DBName)
 		}
 		m.selectSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").eq(m.pk.DBName).String()
-		m.selectLocked = map[string]string{}
-		for _, strength := range []string{clause.LockingStrengthUpdate, clause.LockingStrengthShare} {
-			for _, opt := range []string{"", clause.LockingOptionsNoWait} {
-				lock := lockSQL(clause.Locking{Strength: strength, Options: opt})
-				m.selectLocked[lock] = m.selectSQL + lock
-			}
+		for shared, strength := range []string{clause.LockingStrengthUpdate, clause.LockingStrengthShare} {
+			m.selectFor[shared][0] = m.selectSQL + " FOR " + strength
+			m.selectFor[shared][1] = m.selectFor[shared][0] + " " + clause.LockingOptionsNoWait
 		}
 	}
 	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
@@ -214,12 +211,16 @@ func (m *meta) ownSelect() bool {
 	return true
 }
 
-// lockedSelect returns selectSQL followed by the locking clause lock.
-func (m *meta) lockedSelect(lock string) string {
-	if q, ok := m.selectLocked[lock]; ok {
-		return q
+// lockedSelect returns the SELECT of GetLocked with the row lock lc asks for.
+func (m *meta) lockedSelect(lc lockConfig) string {
+	return m.selectFor[b2i(lc.shared)][b2i(lc.nowait)]
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return m.selectSQL + lock
+	return 0
 }
 
 // sqlWriter writes one statement with the dialect's quoting and numbered
