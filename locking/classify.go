@@ -1,14 +1,16 @@
 package locking
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/mattn/go-sqlite3"
+	"gorm.io/gorm"
 )
 
 // sqlStater is implemented by PostgreSQL driver errors (*pgconn.PgError) and
@@ -26,27 +28,18 @@ var pgKinds = map[string]error{
 	"54000": ErrInvalidArgument,
 }
 
-// sqliteKinds maps SQLite extended result codes to gormlock's sentinels.
-var sqliteKinds = map[sqlite3.ErrNoExtended]struct {
-	kind error
-	name string
-}{
-	sqlite3.ErrConstraintPrimaryKey: {ErrAlreadyExists, "SQLITE_CONSTRAINT_PRIMARYKEY"},
-	sqlite3.ErrConstraintUnique:     {ErrAlreadyExists, "SQLITE_CONSTRAINT_UNIQUE"},
-	// A deferred transaction whose read snapshot went stale before it wrote:
-	// only re-running the whole transaction can succeed, as with 40001.
-	sqlite3.ErrBusySnapshot:      {ErrSerialization, "SQLITE_BUSY_SNAPSHOT"},
-	sqlite3.ErrBusyRecovery:      {ErrLocked, "SQLITE_BUSY_RECOVERY"},
-	sqlite3.ErrLockedSharedCache: {ErrLocked, "SQLITE_LOCKED_SHAREDCACHE"},
-}
-
 // Classify returns err wrapped in a *DatabaseError when it carries a database
 // condition gormlock recognises (unique violation, lock not available,
 // deadlock, serialization failure, SQLITE_BUSY/SQLITE_LOCKED, and PostgreSQL's
 // data exceptions, SQLSTATE class 22, as ErrInvalidArgument); otherwise it
 // returns err unchanged. A nil err gives nil. The driver error stays reachable
 // with errors.As. Classification uses SQLSTATEs and SQLite result codes, never
-// message text.
+// message text. GORM's translated errors (gorm.Config{TranslateError: true})
+// are recognised too: gorm.ErrDuplicatedKey is ErrAlreadyExists.
+//
+// SQLite errors are recognised from github.com/mattn/go-sqlite3 (cgo) and
+// from modernc.org/sqlite (pure Go, used by github.com/glebarez/sqlite)
+// without importing either driver, so gormlock builds without cgo.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -68,18 +61,14 @@ func Classify(err error) error {
 		}
 		return err
 	}
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		if k, ok := sqliteKinds[se.ExtendedCode]; ok {
-			return &DatabaseError{Kind: k.kind, Code: k.name, Err: err}
-		}
-		switch se.Code {
-		case sqlite3.ErrBusy:
-			return &DatabaseError{Kind: ErrLocked, Code: "SQLITE_BUSY", Err: err}
-		case sqlite3.ErrLocked:
-			return &DatabaseError{Kind: ErrLocked, Code: "SQLITE_LOCKED", Err: err}
+	if ext, ok := sqliteCode(err); ok {
+		if kind, name := sqliteKind(ext); kind != nil {
+			return &DatabaseError{Kind: kind, Code: name, Err: err}
 		}
 		return err
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return &DatabaseError{Kind: ErrAlreadyExists, Code: "gorm.ErrDuplicatedKey", Err: err}
 	}
 	return err
 }
@@ -87,7 +76,7 @@ func Classify(err error) error {
 // IsRetryable reports whether err is a condition after which re-running the
 // whole unit of work (a fresh read included) may succeed: stale data, a
 // deadlock or a serialization failure. Lock contention (ErrLocked) and an
-// unknown commit outcome are not retryable by this definition.
+// unknown outcome (ErrCommitUnknown) are not retryable by this definition.
 func IsRetryable(err error) bool {
 	if errors.Is(err, ErrCommitUnknown) {
 		return false
@@ -106,9 +95,11 @@ func Code(err error) string {
 	if errors.As(err, &st) {
 		return st.SQLState()
 	}
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return "SQLITE_" + strconv.Itoa(int(se.ExtendedCode))
+	if ext, ok := sqliteCode(err); ok {
+		if _, name := sqliteKind(ext); name != "" {
+			return name
+		}
+		return "SQLITE_" + strconv.Itoa(ext)
 	}
 	return ""
 }
@@ -119,21 +110,112 @@ func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// ClassifyCommit classifies an error returned by COMMIT. An error the
-// database itself reported (a SQLSTATE, a SQLite result code), sql.ErrTxDone,
-// or pgx's ErrTxCommitRollback (the server answered COMMIT with ROLLBACK
-// because a statement had failed) means the transaction did not commit, and
-// is classified like any other error. Anything else (a broken connection, an I/O error) leaves the
-// outcome unknown: the result matches ErrCommitUnknown as well as the cause,
-// and must not be retried blindly.
+// ClassifyCommit classifies the error of a COMMIT. Its outcome is one of
+// three:
+//
+//   - not committed, and the error says why: an error the database itself
+//     reported (a SQLSTATE or a SQLite result code, except the ones below),
+//     pgx's ErrTxCommitRollback (the server answered COMMIT with ROLLBACK
+//     because a statement had failed), sql.ErrTxDone and sql.ErrConnDone.
+//     These are classified like any other error.
+//   - unknown: the COMMIT may have been sent, but the answer never came —
+//     the connection broke, the context ended while waiting, the server
+//     reported losing the connection or shutting down (SQLSTATE classes 08,
+//     57P01/57P02, 58, XX). The result matches ErrCommitUnknown as well as
+//     the cause (so a context error is still matched with errors.Is), and
+//     must not be retried blindly. A driver's own "not sent" mark
+//     (driver.ErrBadConn, pgconn's SafeToRetry) is not trusted here: pgx
+//     sends COMMIT with the simple protocol and reports a connection cut
+//     after sending it as safe to retry.
+//
+// A nil err gives nil.
 func ClassifyCommit(err error) error {
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
-	}
-	var st sqlStater
-	var se sqlite3.Error
-	if errors.As(err, &st) || errors.As(err, &se) || errors.Is(err, sql.ErrTxDone) || errors.Is(err, pgx.ErrTxCommitRollback) {
+	case reported(err):
 		return Classify(err)
 	}
-	return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+	return Unknown(err)
+}
+
+// ClassifyWrite classifies the error of a write statement with parameters
+// sent outside a transaction, which commits by itself. It is ClassifyCommit,
+// except that an error raised before the statement was sent
+// (driver.ErrBadConn, pgconn's SafeToRetry: see NotSent) is definite too:
+// the statement did not run.
+func ClassifyWrite(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case reported(err), NotSent(err):
+		return Classify(err)
+	}
+	return Unknown(err)
+}
+
+// reported reports whether err, returned by a statement that commits, says
+// for certain that the statement did not take effect because the database
+// reported an error or the transaction was already over.
+func reported(err error) bool {
+	if errors.Is(err, ErrCommitUnknown) {
+		return false
+	}
+	var st sqlStater
+	if errors.As(err, &st) {
+		return !uncertainSQLState(st.SQLState())
+	}
+	if _, ok := sqliteCode(err); ok {
+		// SQLite runs in the process: a statement that returned an error
+		// (an interrupted one included) was rolled back.
+		return true
+	}
+	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
+	var de *DatabaseError
+	return errors.As(err, &de)
+}
+
+// NotSent reports whether err was raised before a statement with
+// parameters reached the database, so the statement certainly did not run:
+// driver.ErrBadConn (database/sql's contract: a driver returns it only when
+// the server cannot have performed the operation), sql.ErrConnDone, and
+// errors that say so themselves (pgconn's SafeToRetry, reliable for pgx's
+// extended protocol, which every statement with parameters uses).
+func NotSent(err error) bool {
+	var safe interface{ SafeToRetry() bool }
+	if errors.As(err, &safe) && safe.SafeToRetry() {
+		return true
+	}
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
+}
+
+// uncertainSQLState reports the SQLSTATEs a server may send although the
+// statement's transaction committed: a lost connection (class 08), the
+// session terminated by an administrator or a crash (57P01, 57P02, e.g.
+// pg_terminate_backend during a synchronous-replication wait, after the
+// local commit), and system or internal errors (classes 58, XX).
+func uncertainSQLState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "58"), strings.HasPrefix(code, "XX"):
+		return true
+	}
+	return code == "57P01" || code == "57P02"
+}
+
+// Unknown returns cause marked as an unknown outcome: an error matching
+// ErrCommitUnknown and cause. Use it for a write whose statement was sent
+// when the caller stopped waiting for its answer.
+func Unknown(cause error) error {
+	if errors.Is(cause, ErrCommitUnknown) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrCommitUnknown, cause)
+}
+
+// IsContextError reports whether err is (or wraps) the error of a context
+// that ended: context.Canceled or context.DeadlineExceeded.
+func IsContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

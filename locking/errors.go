@@ -57,10 +57,15 @@ var (
 	// error also matches the last attempt's error.
 	ErrRetriesExhausted = errors.New("gormlock: retries exhausted")
 
-	// ErrCommitUnknown means a COMMIT failed in a way that does not tell
-	// whether the database applied it (the connection broke). Such a
-	// transaction is never retried automatically.
-	ErrCommitUnknown = errors.New("gormlock: commit outcome unknown")
+	// ErrCommitUnknown means a write's outcome is unknown: its COMMIT, or
+	// its statement outside a transaction (which commits by itself), was
+	// sent, and then the connection broke or the context ended before the
+	// database answered. It may or may not have been applied. gormlock
+	// never retries it blindly; a write made with an operation key
+	// (repository.OpKey) can be repeated safely or looked up
+	// (repository.LookupOperation). The error also matches its cause
+	// (context.DeadlineExceeded, io.ErrUnexpectedEOF, ...).
+	ErrCommitUnknown = errors.New("gormlock: outcome unknown")
 )
 
 // StaleDataError reports a guarded write that matched no row because the

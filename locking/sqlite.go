@@ -1,0 +1,115 @@
+package locking
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+)
+
+// SQLite result codes gormlock understands (https://sqlite.org/rescode.html).
+// An extended code is the primary code in its low byte.
+const (
+	sqliteBusy                 = 5
+	sqliteLocked               = 6
+	sqliteConstraint           = 19
+	sqliteBusyRecovery         = sqliteBusy | 1<<8
+	sqliteBusySnapshot         = sqliteBusy | 2<<8
+	sqliteLockedSharedCache    = sqliteLocked | 1<<8
+	sqliteConstraintPrimaryKey = sqliteConstraint | 6<<8
+	sqliteConstraintUnique     = sqliteConstraint | 8<<8
+)
+
+// sqliteKind maps a SQLite extended result code to gormlock's sentinel and
+// the code's name; nil for a code gormlock does not classify.
+func sqliteKind(ext int) (error, string) {
+	switch ext {
+	case sqliteConstraintPrimaryKey:
+		return ErrAlreadyExists, "SQLITE_CONSTRAINT_PRIMARYKEY"
+	case sqliteConstraintUnique:
+		return ErrAlreadyExists, "SQLITE_CONSTRAINT_UNIQUE"
+	case sqliteBusySnapshot:
+		// A deferred transaction whose read snapshot went stale before it
+		// wrote: only re-running the whole transaction can succeed, as
+		// with 40001.
+		return ErrSerialization, "SQLITE_BUSY_SNAPSHOT"
+	case sqliteBusyRecovery:
+		return ErrLocked, "SQLITE_BUSY_RECOVERY"
+	case sqliteLockedSharedCache:
+		return ErrLocked, "SQLITE_LOCKED_SHAREDCACHE"
+	}
+	switch ext & 0xff {
+	case sqliteBusy:
+		return ErrLocked, "SQLITE_BUSY"
+	case sqliteLocked:
+		return ErrLocked, "SQLITE_LOCKED"
+	}
+	return nil, ""
+}
+
+// IsSQLiteBusy reports whether err is SQLite's "database is locked"
+// (SQLITE_BUSY, any extended code but BUSY_SNAPSHOT, which only a new
+// transaction can get past): the write lock was not available, and the
+// statement did nothing.
+func IsSQLiteBusy(err error) bool {
+	ext, ok := sqliteCode(err)
+	return ok && ext&0xff == sqliteBusy && ext != sqliteBusySnapshot
+}
+
+// sqliteCode returns the SQLite extended result code err carries, from
+// either SQLite driver GORM users pick: github.com/mattn/go-sqlite3 (cgo;
+// its Error is a struct with an ExtendedCode field) or modernc.org/sqlite
+// (pure Go, behind github.com/glebarez/sqlite; its *Error has a Code method
+// returning the extended code). The drivers are recognised by their package
+// path rather than imported, so gormlock builds without cgo.
+func sqliteCode(err error) (int, bool) {
+	for _, e := range chain(err) {
+		v := reflect.ValueOf(e)
+		t := v.Type()
+		if t.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				continue
+			}
+			t, v = t.Elem(), v.Elem()
+		}
+		switch pkg := t.PkgPath(); {
+		case pkg == "github.com/mattn/go-sqlite3" && t.Name() == "Error" && t.Kind() == reflect.Struct:
+			if f := v.FieldByName("ExtendedCode"); f.IsValid() && f.CanInt() {
+				ext := int(f.Int())
+				if ext == 0 {
+					if c := v.FieldByName("Code"); c.IsValid() && c.CanInt() {
+						ext = int(c.Int())
+					}
+				}
+				return ext, true
+			}
+		case strings.HasPrefix(pkg, "modernc.org/sqlite"):
+			if c, ok := e.(interface{ Code() int }); ok {
+				return c.Code(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// chain lists err and every error it wraps, depth first, as errors.As
+// visits them.
+func chain(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			out = append(out, e)
+			switch u := e.(type) {
+			case interface{ Unwrap() []error }:
+				for _, inner := range u.Unwrap() {
+					walk(inner)
+				}
+				return
+			default:
+				e = errors.Unwrap(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
