@@ -107,11 +107,9 @@ func TestClaimProcessesEveryJobExactlyOnce(t *testing.T) {
 	for id, n := range got {
 		require.EqualValues(t, 1, n, "job %d ran %d times", id, n)
 	}
-	var pending, versions int64
+	var pending int64
 	require.NoError(t, db.Raw("SELECT count(*) FROM jobs WHERE status <> ?", models.JobDone).Scan(&pending).Error)
-	require.NoError(t, db.Raw("SELECT sum(version) FROM jobs").Scan(&versions).Error)
 	assert.Zero(t, pending)
-	assert.EqualValues(t, 2*queueJobs, versions, "one write per job")
 	for w, n := range perWorker {
 		assert.Positive(t, n, "worker %d got no job: the workers queued instead of sharing", w)
 	}

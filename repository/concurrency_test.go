@@ -81,9 +81,6 @@ func TestMutateLosesNoIncrement(t *testing.T) {
 		})
 		require.EqualValues(t, stressWorkers*stressIncrements, done)
 		require.Equal(t, done, sum, "final sum == successful increments")
-		var versions int64
-		require.NoError(t, db.Raw("SELECT SUM(version) FROM accounts WHERE owner = 'stress'").Scan(&versions).Error)
-		require.Equal(t, done+stressRows, versions, "one version step per increment")
 		require.Greater(t, attempts.Load(), done, "the instances raced, and some attempts were retried")
 		t.Logf("%d increments, %d attempts (%.2f per increment)", done, attempts.Load(), float64(attempts.Load())/float64(done))
 	})

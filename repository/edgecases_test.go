@@ -41,7 +41,7 @@ func TestShadowedEmbeddedFieldIsNotWritten(t *testing.T) {
 		got, err := r.Get(ctx, "k")
 		require.NoError(t, err, "the key was not rewritten")
 		require.Equal(t, "b", got.Name)
-		require.EqualValues(t, 2, got.Version)
+		require.Equal(t, e.Version, got.Version)
 	})
 }
 
@@ -121,7 +121,7 @@ func TestMutateRefusesKeyOrVersionChanges(t *testing.T) {
 			got, err := accounts.Get(ctx, want.ID)
 			require.NoError(t, err)
 			require.Equal(t, want.Owner, got.Owner)
-			require.EqualValues(t, 1, got.Version)
+			require.Equal(t, want.Version, got.Version)
 		}
 	})
 }
@@ -187,10 +187,9 @@ func TestUpsertConcurrentCreatorsAllRace(t *testing.T) {
 		require.NoError(t, g.Wait())
 		require.GreaterOrEqual(t, factoryCalls.Load(), int64(workers), "every worker tried to create")
 		require.EqualValues(t, workers-1, lost.Load(), "all but one lost the create and retried")
-		balance, version, found := rawAccount(t, db, 4242)
+		balance, _, found := rawAccount(t, db, 4242)
 		require.True(t, found)
 		require.EqualValues(t, workers, balance)
-		require.EqualValues(t, workers, version)
 	})
 }
 
@@ -226,6 +225,7 @@ func TestRunInTxCommitAfterFailedStatementIsKnownRollback(t *testing.T) {
 	ctx := context.Background()
 	accounts, _ := repos(t, db)
 	a := newAccount(t, accounts, "ann", 10)
+	created := a.Version
 	err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
 		a.Balance = 0
 		require.NoError(t, accounts.Update(ctx, a))
@@ -234,7 +234,7 @@ func TestRunInTxCommitAfterFailedStatementIsKnownRollback(t *testing.T) {
 	})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, locking.ErrCommitUnknown)
-	requireRow(t, db, a.ID, 10, 1)
+	requireRow(t, db, a.ID, 10, created)
 }
 
 // Negative control of TestUpsertConcurrentCreatorsAllRace: the same race
@@ -309,7 +309,7 @@ func TestUUIDKey(t *testing.T) {
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		got, err = r.Mutate(ctx, id, func(x *ticket) error { x.Title = "c"; return nil })
 		require.NoError(t, err)
-		require.EqualValues(t, 3, got.Version)
+		require.Greater(t, got.Version, e.Version)
 		require.NoError(t, r.Delete(ctx, got))
 		_, err = r.Get(ctx, id)
 		require.ErrorIs(t, err, locking.ErrNotFound)

@@ -30,13 +30,13 @@ func ExampleRepository_MutateLocked() {
 		a.Balance -= 30
 		return nil
 	}, repository.Locking(repository.NoWait()), repository.Attempts(&attempts))
-	fmt.Println(got.Balance, got.Version, attempts, err)
+	fmt.Println(got.Balance, got.Version > acct.Version, attempts, err)
 
-	// An optimistic writer still holding version 1 is refused.
+	// An optimistic writer still holding the version it created is refused.
 	acct.Balance = 0
 	fmt.Println(errors.Is(accounts.Update(ctx, acct), locking.ErrStaleData))
 	// Output:
-	// 70 2 1 <nil>
+	// 70 true 1 <nil>
 	// true
 }
 
@@ -74,14 +74,14 @@ func ExampleRepository_GetManyLocked() {
 		return accounts.UpdateMany(ctx, []*models.Account{src, dst})
 	})
 	fmt.Println("transfer:", err)
-	for _, id := range []int64{from.ID, to.ID} {
-		a, _ := accounts.Get(ctx, id)
-		fmt.Println(a.Owner, a.Balance, a.Version)
+	for _, before := range []*models.Account{from, to} {
+		a, _ := accounts.Get(ctx, before.ID)
+		fmt.Println(a.Owner, a.Balance, "written:", a.Version > before.Version)
 	}
 	// Output:
 	// transfer: <nil>
-	// ann 75 2
-	// bob 25 2
+	// ann 75 written: true
+	// bob 25 written: true
 }
 
 // When one record of a batch is stale, UpdateMany writes none of them and
@@ -116,10 +116,10 @@ func ExampleRepository_UpdateMany() {
 		fmt.Println("stale:", errors.Is(err, locking.ErrStaleData), "ids:", len(be.IDs()), be.IDs()[0] == batch[1].ID)
 	}
 	ann, _ := accounts.Get(ctx, batch[0].ID)
-	fmt.Println("ann untouched:", ann.Balance, ann.Version)
+	fmt.Println("ann untouched:", ann.Balance, ann.Version == batch[0].Version)
 	// Output:
 	// stale: true ids: 1 true
-	// ann untouched: 10 1
+	// ann untouched: 10 true
 }
 
 // ForceIncrement marks an aggregate root changed without touching its
@@ -138,10 +138,10 @@ func ExampleRepository_ForceIncrement() {
 	}
 	stale := *doc
 	// ... a child row of order-1 changed in this transaction ...
-	fmt.Println(docs.ForceIncrement(ctx, doc), doc.Version)
+	fmt.Println(docs.ForceIncrement(ctx, doc), doc.Version > stale.Version)
 	stale.Title = "Order one"
 	fmt.Println(errors.Is(docs.Update(ctx, &stale), locking.ErrStaleData))
 	// Output:
-	// <nil> 2
+	// <nil> true
 	// true
 }

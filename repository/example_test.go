@@ -52,21 +52,21 @@ func ExampleRepository_Update() {
 	bob, _ := accounts.Get(ctx, acct.ID)
 
 	alice.Balance += 50
-	fmt.Println("alice:", accounts.Update(ctx, alice), "version", alice.Version)
+	fmt.Println("alice:", accounts.Update(ctx, alice), "version advanced:", alice.Version > bob.Version)
 
 	bob.Balance -= 30
 	err = accounts.Update(ctx, bob)
 	var stale *locking.StaleDataError
 	if errors.As(err, &stale) {
-		fmt.Printf("bob: stale, held version %d, record is at %d\n", stale.Expected, stale.Actual)
+		fmt.Println("bob: stale, held the version he read:", stale.Expected == bob.Version, "record is at alice's:", stale.Actual == alice.Version)
 	}
 	fmt.Println("is ErrStaleData:", errors.Is(err, locking.ErrStaleData))
 
 	final, _ := accounts.Get(ctx, acct.ID)
 	fmt.Println("balance:", final.Balance)
 	// Output:
-	// alice: <nil> version 2
-	// bob: stale, held version 1, record is at 2
+	// alice: <nil> version advanced: true
+	// bob: stale, held the version he read: true record is at alice's: true
 	// is ErrStaleData: true
 	// balance: 150
 }
@@ -93,9 +93,9 @@ func ExampleRepository_Mutate() {
 		a.Balance -= 30
 		return nil
 	})
-	fmt.Println(err, "calls:", calls, "balance:", got.Balance, "version:", got.Version)
+	fmt.Println(err, "calls:", calls, "balance:", got.Balance, "newer than the other client's write:", got.Version > acct.Version+1)
 	// Output:
-	// <nil> calls: 2 balance: 71 version: 3
+	// <nil> calls: 2 balance: 71 newer than the other client's write: true
 }
 
 // Upsert loads or creates, mutates, and writes, retrying the whole cycle when
@@ -107,6 +107,7 @@ func ExampleRepository_Upsert() {
 	docs, _ := repository.New[models.Document](db)
 
 	newDoc := func() *models.Document { return &models.Document{Title: "notes", Attrs: models.Attributes{}} }
+	var last int64
 	for _, field := range []string{"field1", "field2"} {
 		d, err := docs.Upsert(ctx, "doc-1", newDoc, func(d *models.Document) error {
 			d.Attrs[field] = "set"
@@ -115,11 +116,12 @@ func ExampleRepository_Upsert() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(d.ID, "version", d.Version, d.Attrs)
+		fmt.Println(d.ID, "newer version:", d.Version > last, d.Attrs)
+		last = d.Version
 	}
 	// Output:
-	// doc-1 version 1 map[field1:set]
-	// doc-1 version 2 map[field1:set field2:set]
+	// doc-1 newer version: true map[field1:set]
+	// doc-1 newer version: true map[field1:set field2:set]
 }
 
 // RunInTx makes several repositories' guarded writes one unit: a stale write

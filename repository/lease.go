@@ -114,7 +114,8 @@ func TTL(d time.Duration) LeaseOption {
 
 // leaseSQL holds the lease statements of one repository's table.
 type leaseSQL struct {
-	acquire, release, renew, state, sweep string
+	acquire, release, renew, sweep stmt
+	state                          string
 	// guard is the condition every guarded write adds: no unexpired
 	// lease on the row being written.
 	guard string
@@ -134,34 +135,47 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	table, pk := quote(m.table), quote(m.pk.DBName)
 	key := "CAST(" + table + "." + pk + " AS TEXT)"
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
+	w := func(s string) stmt { return leaseStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
 	const held = `resource = ? AND record_key = ? AND token_hash = ? AND fence = ? AND expires_ms > NOW`
 	return &leaseSQL{
 		// Take the lease of an existing record when its lease row is
 		// missing, released or expired; the fence grows with every
 		// acquisition. The clock is read once. No row back: the record is
 		// missing or someone holds the lease.
-		acquire: q(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
-SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + table + `.` + pk + ` = ?
+		acquire: w(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + table + `.` + pk + ` = ?{bound}
 ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
   fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
 WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
 RETURNING record_key, fence, acquired_ms, expires_ms`),
 		// A released lease keeps its row, and so its fence.
-		release: q(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held),
-		renew:   q(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + ` RETURNING expires_ms`),
+		release: w(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held + `{bound}`),
+		renew:   w(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + `{bound} RETURNING expires_ms`),
 		state: q(`SELECT l.owner, l.fence, l.acquired_ms, l.expires_ms FROM ` + LeaseTable + ` AS l JOIN ` + table +
 			` ON l.record_key = ` + key + ` WHERE l.resource = ? AND ` + table + `.` + pk + ` = ? AND l.token_hash IS NOT NULL AND l.expires_ms > NOW`),
 		// Rows of records that no longer exist, and whose lease is over.
 		// The rows of live records stay, so their fences keep growing.
-		sweep: q(`DELETE FROM ` + LeaseTable + ` WHERE resource = ? AND (token_hash IS NULL OR expires_ms <= NOW)
-AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable + `.record_key)`),
+		sweep: w(`DELETE FROM ` + LeaseTable + ` WHERE resource = ? AND (token_hash IS NULL OR expires_ms <= NOW)
+AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable + `.record_key){bound}`),
 		guard: `NOT EXISTS (SELECT 1 FROM ` + LeaseTable + ` AS l WHERE l.resource = ` + quoteString(m.table) +
 			` AND l.record_key = ` + key + ` AND l.token_hash IS NOT NULL AND l.expires_ms > ` + now + `)`,
 	}
 }
 
+// leaseStmt turns s, a write with ? placeholders and a {bound} mark where
+// the WHERE clause ends after its last placeholder, into a stmt: the text
+// without the mark, and the bounded form with the dialect's SelfLockTimeout
+// condition there (its parameter the last).
+func leaseStmt(db *gorm.DB, caps dialect.Caps, s string) stmt {
+	st := stmt{text: rebind(db, strings.Replace(s, "{bound}", "", 1))}
+	if caps.SelfLockTimeout != "" {
+		st.bounded = rebind(db, strings.Replace(s, "{bound}", " AND "+caps.SelfLockTimeout, 1))
+	}
+	return st
+}
+
 // releaseOwnerSQL ends every unexpired lease of one owner.
-const releaseOwnerSQL = `UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE owner = ? AND token_hash IS NOT NULL AND expires_ms > NOW`
+const releaseOwnerSQL = `UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE owner = ? AND token_hash IS NOT NULL AND expires_ms > NOW{bound}`
 
 // quoteString is an SQL string literal.
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
@@ -279,26 +293,26 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 		return nil, nil, fmt.Errorf("%s: GetAndLock: token: %w", r.m.table, err)
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
-	db, _ := r.conn(ctx)
 	var acquired, expires int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.acquire,
-		r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl), id).Scan(&lease.Key, &lease.Fence, &acquired, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		if _, found, verr := r.currentVersion(ctx, db, id); verr != nil {
+	err = r.exec(ctx, r.m.leases.acquire, []any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl), id},
+		queryRowScan(&lease.Key, &lease.Fence, &acquired, &expires))
+	if isNoRows(err) {
+		if _, found, verr := r.currentVersion(ctx, id); verr != nil {
 			return nil, nil, verr
 		} else if !found {
 			return nil, nil, fmt.Errorf("%s: GetAndLock: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
 		}
-		return nil, nil, r.leaseRefused(ctx, db, id, 0, "get-and-lock")
+		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, locking.Classify(err))
+		return nil, nil, fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, err)
 	}
 	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
 
 	// Read the record once no write holds its row: FOR SHARE waits for a
 	// write in progress (PostgreSQL); SQLite's writes are already done.
 	var e T
+	db, _ := r.conn(ctx)
 	q := db.WithContext(ctx)
 	if r.m.caps.How(dialect.SharedLock) == dialect.Native {
 		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
@@ -306,7 +320,7 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	if err := q.Take(&e, r.m.pkEq(id)).Error; err != nil {
 		err = fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, r.translate(err, id))
 		// Deleted meanwhile, or the read failed: give the lease back.
-		if rerr := r.release(context.WithoutCancel(ctx), db, lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
+		if rerr := r.release(context.WithoutCancel(ctx), lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
 			err = errors.Join(err, rerr)
 		}
 		return nil, nil, err
@@ -330,8 +344,7 @@ func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseSta
 		return nil, nil, err
 	}
 	id, _ = r.idOf(ctx, reflectElem(e))
-	db, _ := r.conn(ctx)
-	st, err := r.leaseState(ctx, db, id)
+	st, err := r.leaseState(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -339,7 +352,8 @@ func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseSta
 }
 
 // leaseState returns the unexpired lease on record id, or nil.
-func (r *Repository[T]) leaseState(ctx context.Context, db *gorm.DB, id any) (*LeaseState, error) {
+func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, error) {
+	db, _ := r.conn(ctx)
 	var st LeaseState
 	var acquired, expires int64
 	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.state, r.m.table, id).
@@ -358,8 +372,8 @@ func (r *Repository[T]) leaseState(ctx context.Context, db *gorm.DB, id any) (*L
 // row: an unexpired lease someone holds (ErrLocked), or no lease held by the
 // caller any more (ErrLeaseExpired). mine is the caller's fence (0 for a
 // write without a lease).
-func (r *Repository[T]) leaseRefused(ctx context.Context, db *gorm.DB, id any, mine int64, op string) error {
-	st, err := r.leaseState(ctx, db, id)
+func (r *Repository[T]) leaseRefused(ctx context.Context, id any, mine int64, op string) error {
+	st, err := r.leaseState(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -392,19 +406,16 @@ func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
 	return r.m.normalizeID(l.ID)
 }
 
-// release ends lease l in the transaction or database of db; the error
+// release ends lease l in the transaction of ctx, or by itself; the error
 // explains a lease that is not held.
-func (r *Repository[T]) release(ctx context.Context, db *gorm.DB, l *Lease, op string) error {
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.release, r.m.table, l.Key, hashToken(l.Token), l.Fence)
+func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error {
+	n, err := r.execResult(ctx, r.m.leases.release, []any{r.m.table, l.Key, hashToken(l.Token), l.Fence})
 	if err != nil {
-		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, locking.Classify(err))
+		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		if err != nil {
-			return fmt.Errorf("%s: %s id=%v: rows affected: %w", r.m.table, op, l.ID, err)
-		}
+	if n != 1 {
 		id, _ := r.m.normalizeID(l.ID)
-		return r.leaseRefused(ctx, db, id, l.Fence, op)
+		return r.leaseRefused(ctx, id, l.Fence, op)
 	}
 	return nil
 }
@@ -418,8 +429,7 @@ func (r *Repository[T]) Unlock(ctx context.Context, l *Lease) error {
 	if _, err := r.checkLease(l, "Unlock"); err != nil {
 		return err
 	}
-	db, _ := r.conn(ctx)
-	return r.release(ctx, db, l, "unlock")
+	return r.release(ctx, l, "unlock")
 }
 
 // Renew extends the lease to the TTL (or the default) from now, by the
@@ -435,14 +445,13 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 	if err != nil {
 		return err
 	}
-	db, _ := r.conn(ctx)
 	var expires int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.renew, ceilMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence).Scan(&expires)
+	err = r.exec(ctx, r.m.leases.renew, []any{ceilMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence}, queryRowScan(&expires))
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return r.leaseRefused(ctx, db, id, l.Fence, "renew")
+	case isNoRows(err):
+		return r.leaseRefused(ctx, id, l.Fence, "renew")
 	case err != nil:
-		return fmt.Errorf("%s: Renew id=%v: %w", r.m.table, id, locking.Classify(err))
+		return fmt.Errorf("%s: Renew id=%v: %w", r.m.table, id, err)
 	}
 	l.ExpiresAt = millisTime(expires)
 	return nil
@@ -479,8 +488,7 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		op = "delete"
 	}
 	return RunInTx(ctx, r.db, func(ctx context.Context) error {
-		db, _ := r.conn(ctx)
-		if err := r.release(ctx, db, l, op); err != nil {
+		if err := r.release(ctx, l, op); err != nil {
 			return err
 		}
 		return write(ctx, e)
@@ -497,12 +505,11 @@ func (r *Repository[T]) Sweep(ctx context.Context) (int64, error) {
 	if err := r.needLeases("Sweep"); err != nil {
 		return 0, err
 	}
-	db, _ := r.conn(ctx)
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.leases.sweep, r.m.table)
+	n, err := r.execResult(ctx, r.m.leases.sweep, []any{r.m.table})
 	if err != nil {
-		return 0, fmt.Errorf("%s: Sweep: %w", r.m.table, locking.Classify(err))
+		return 0, fmt.Errorf("%s: Sweep: %w", r.m.table, err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // ReleaseOwner ends every unexpired lease owner holds, on every table of db
@@ -510,26 +517,16 @@ func (r *Repository[T]) Sweep(ctx context.Context) (int64, error) {
 // Leases of other owners are untouched. Inside RunInTx it joins the
 // transaction.
 func ReleaseOwner(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
-	if db == nil {
-		return 0, locking.Invalid("ReleaseOwner: db is nil")
+	s, err := storeOf(db, "ReleaseOwner")
+	if err != nil {
+		return 0, err
 	}
 	if owner == "" {
 		return 0, locking.Invalid("ReleaseOwner: owner is empty")
 	}
-	caps, ok := dialect.Lookup(db.Dialector.Name())
-	if !ok {
-		return 0, fmt.Errorf("%w: ReleaseOwner: dialect %q", locking.ErrNotSupported, db.Dialector.Name())
-	}
-	pool := db.Statement.ConnPool
-	if sqlDB, err := db.DB(); err == nil {
-		if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == sqlDB {
-			pool = st.tx.Statement.ConnPool
-		}
-	}
-	q := rebind(db, strings.ReplaceAll(releaseOwnerSQL, "NOW", caps.NowMillis))
-	res, err := pool.ExecContext(ctx, q, owner)
+	n, err := s.execResult(ctx, leaseStmt(db, s.caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.caps.NowMillis)), []any{owner})
 	if err != nil {
-		return 0, fmt.Errorf("ReleaseOwner: %w", locking.Classify(err))
+		return 0, fmt.Errorf("ReleaseOwner: %w", err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }

@@ -2,7 +2,6 @@ package repository
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -314,7 +313,13 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		}
 		return err
 	case dialect.WriteLock:
-		if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
+		if tx, ok := db.Statement.ConnPool.(*sqliteTx); ok {
+			// RunInTx's and MutateLocked's transactions began IMMEDIATE
+			// and hold the write lock already; a read-only one never may.
+			if tx.gate == nil {
+				return locking.Invalid("%s: a read-only transaction cannot lock", r.m.table)
+			}
+		} else if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
 			return err
 		}
 		return read(db.WithContext(ctx), false)
@@ -343,11 +348,12 @@ func ceilMillis(d time.Duration) int64 {
 	return max(int64(ms), 1)
 }
 
-// takeWriteLock makes SQLite's transaction on pool hold the database's write
-// lock, with a write that changes nothing: a no-op when the transaction
-// began IMMEDIATE (opendb's default), the lock acquisition otherwise. With
-// NoWait or LockTimeout the wait for the lock is bounded by setting the
-// connection's busy_timeout for the acquisition and restoring it after.
+// takeWriteLock makes SQLite's transaction on pool, one gormlock did not
+// begin (an application's own), hold the database's write lock, with a
+// write that changes nothing: a no-op when the transaction began IMMEDIATE,
+// the lock acquisition otherwise. With NoWait or LockTimeout the wait for
+// the lock is bounded by setting the connection's busy_timeout for the
+// acquisition and restoring it after.
 func (r *Repository[T]) takeWriteLock(ctx context.Context, pool gorm.ConnPool, lc lockConfig) (err error) {
 	if wait, bounded := lc.busyTimeout(); bounded {
 		restore, err := setBusyTimeout(ctx, pool, wait)
@@ -510,33 +516,8 @@ func isLockRetryable(err error) bool {
 	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
 }
 
-// lockedTx runs fn in a transaction on a dedicated connection. On SQLite
-// with NoWait or LockTimeout, the connection's busy_timeout is bounded before
-// BEGIN (which takes the write lock when the database was opened with
-// _txlock=immediate) and restored before the connection goes back to the
-// pool; a connection whose setting cannot be restored is discarded.
-func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) (err error) {
-	conn, err := r.sqlDB.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: MutateLocked: %w", r.m.table, locking.Classify(err))
-	}
-	defer conn.Close()
-	if wait, bounded := lc.busyTimeout(); bounded && r.m.caps.How(dialect.RowLock) == dialect.WriteLock {
-		restore, err := setBusyTimeout(ctx, conn, wait)
-		if err != nil {
-			return fmt.Errorf("%s: MutateLocked: %w", r.m.table, err)
-		}
-		defer func() {
-			if rerr := restore(); rerr != nil {
-				_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // drop it from the pool
-			}
-		}()
-	}
-	sqlTx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("%s: MutateLocked: begin: %w", r.m.table, r.lockError(lc, err, nil))
-	}
-	tx := r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
-	tx.Statement.ConnPool = sqlTx
-	return runBegun(ctx, &txState{sqlDB: r.sqlDB, tx: tx}, r.m.table+": MutateLocked", fn)
+// lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
+// LockTimeout bound the wait for the write lock at BEGIN.
+func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
+	return r.runTx(ctx, r.db, nil, lockWait{nowait: lc.nowait, limit: lc.timeout}, r.m.table+": MutateLocked", fn)
 }

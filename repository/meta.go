@@ -46,9 +46,9 @@ type meta struct {
 	// indexed [shared][nowait], for GetLocked where rows lock natively.
 	selectFor [2][2]string
 
-	updateSQL  string // SET setCols..., version, [updated_at] WHERE pk AND version
-	bumpSQL    string // SET version, [updated_at] WHERE pk AND version
-	deleteSQL  string // WHERE pk AND version
+	update     stmt   // SET setCols..., version, [updated_at] WHERE pk AND version
+	bump       stmt   // SET version, [updated_at] WHERE pk AND version
+	delete     stmt   // WHERE pk AND version
 	versionSQL string // SELECT version WHERE pk
 	// writeLockSQL is a write that changes nothing, run to take SQLite's
 	// write lock in a transaction that may not hold it yet.
@@ -118,10 +118,8 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 	if m.version == nil {
 		return nil, locking.Invalid("repository: %v has no version field: embed models.Versioned or tag an int64 field `gormlock:\"version\"`", typ)
 	}
-	switch m.version.FieldType.Kind() {
-	case reflect.Int, reflect.Int32, reflect.Int64:
-	default:
-		return nil, locking.Invalid("repository: %v.%s must be int64 (or int, int32), not %v", typ, m.version.Name, m.version.FieldType)
+	if k := m.version.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || m.version.FieldType.Bits() < 64 {
+		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, m.version.Name, m.version.FieldType)
 	}
 	if m.version == m.pk {
 		return nil, locking.Invalid("repository: %v: the version field cannot be the primary key", typ)
@@ -170,9 +168,9 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	for _, f := range m.setCols {
 		w.eq(f.DBName).str(", ")
 	}
-	m.updateSQL = w.setVersion(m).guard(m).String()
-	m.bumpSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).String()
-	m.deleteSQL = w.reset("DELETE FROM ").quote(m.table).guard(m).String()
+	m.update = w.setVersion(m).guard(m).stmt(m.caps, "")
+	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).stmt(m.caps, "")
+	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m).stmt(m.caps, "")
 	if m.ownSelect() {
 		w.reset("SELECT ")
 		for i, f := range m.readCols {
@@ -228,12 +226,12 @@ func b2i(b bool) int {
 type sqlWriter struct {
 	strings.Builder
 	db   *gorm.DB
-	stmt gorm.Statement // counts placeholders for BindVarTo ($1, $2, ...)
+	vars gorm.Statement // counts placeholders for BindVarTo ($1, $2, ...)
 }
 
 func (w *sqlWriter) reset(s string) *sqlWriter {
 	w.Reset()
-	w.stmt = gorm.Statement{DB: w.db}
+	w.vars = gorm.Statement{DB: w.db}
 	return w.str(s)
 }
 
@@ -244,8 +242,8 @@ func (w *sqlWriter) quote(name string) *sqlWriter { w.db.Dialector.QuoteTo(w, na
 // eq writes "col" = <placeholder>.
 func (w *sqlWriter) eq(col string) *sqlWriter {
 	w.quote(col).str(" = ")
-	w.stmt.Vars = append(w.stmt.Vars, nil)
-	w.db.Dialector.BindVarTo(w, &w.stmt, nil)
+	w.vars.Vars = append(w.vars.Vars, nil)
+	w.db.Dialector.BindVarTo(w, &w.vars, nil)
 	return w
 }
 
@@ -256,6 +254,21 @@ func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
 		w.str(", ").eq(m.updatedAt.DBName)
 	}
 	return w
+}
+
+// stmt ends the statement written so far, a write whose WHERE clause is
+// last, with suffix, and returns it with its bounded form (see stmt) where
+// the dialect has one.
+func (w *sqlWriter) stmt(caps dialect.Caps, suffix string) stmt {
+	s := stmt{text: w.String() + suffix}
+	if cond := caps.SelfLockTimeout; cond != "" {
+		before, after, _ := strings.Cut(cond, "?")
+		w.str(" AND ").str(before)
+		w.vars.Vars = append(w.vars.Vars, nil)
+		w.db.Dialector.BindVarTo(w, &w.vars, nil)
+		s.bounded = w.str(after).String() + suffix
+	}
+	return s
 }
 
 // guard writes WHERE "pk" = ? AND "version" = ?, and with leases AND NOT

@@ -40,14 +40,25 @@ func TestGuardedSQL(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			r, err := New[models.Account](testdb.Open(t, d))
 			require.NoError(t, err)
-			require.Equal(t, want[d], [6]string{r.m.updateSQL, r.m.deleteSQL, r.m.versionSQL, r.m.bumpSQL, r.m.writeLockSQL, r.m.selectSQL})
+			require.Equal(t, want[d], [6]string{r.m.update.text, r.m.delete.text, r.m.versionSQL, r.m.bump.text, r.m.writeLockSQL, r.m.selectSQL})
+			// Outside a transaction with a deadline, PostgreSQL's writes bound
+			// their own lock wait (one more parameter, last); SQLite waits in Go.
+			bound := map[string][3]string{
+				"sqlite": {},
+				"postgres": {
+					r.m.update.text + ` AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL`,
+					r.m.delete.text + ` AND (SELECT set_config('lock_timeout', $3, true)) IS NOT NULL`,
+					r.m.bump.text + ` AND (SELECT set_config('lock_timeout', $5, true)) IS NOT NULL`,
+				},
+			}
+			require.Equal(t, bound[d], [3]string{r.m.update.bounded, r.m.delete.bounded, r.m.bump.bounded})
 			require.Equal(t, r.m.selectSQL+" FOR UPDATE", r.m.lockedSelect(lockConfig{}))
 			require.Equal(t, r.m.selectSQL+" FOR UPDATE NOWAIT", r.m.lockedSelect(lockConfig{nowait: true}))
 			require.Equal(t, r.m.selectSQL+" FOR SHARE", r.m.lockedSelect(lockConfig{shared: true}))
 			require.Equal(t, r.m.selectSQL+" FOR SHARE NOWAIT", r.m.lockedSelect(lockConfig{shared: true, nowait: true}))
 			docs, err := New[models.Document](testdb.Open(t, d))
 			require.NoError(t, err)
-			require.Equal(t, wantDoc[d], docs.m.updateSQL)
+			require.Equal(t, wantDoc[d], docs.m.update.text)
 		})
 	}
 }

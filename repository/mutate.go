@@ -164,8 +164,7 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 			if errors.Is(err, locking.ErrAlreadyExists) {
 				// Lost the race to create id, or violated another unique
 				// index? Only the first is worth another attempt.
-				db, _ := r.conn(ctx)
-				_, exists, xerr := r.currentVersion(ctx, db, id)
+				_, exists, xerr := r.currentVersion(ctx, id)
 				if xerr != nil {
 					return errors.Join(err, xerr)
 				}

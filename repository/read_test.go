@@ -59,7 +59,7 @@ func TestGetReadsModelsWithReadOnlyFields(t *testing.T) {
 		require.Zero(t, got.Total)
 		m, err := r.Mutate(ctx, c.ID, func(x *computed) error { x.Name = "b"; return nil })
 		require.NoError(t, err)
-		require.EqualValues(t, 2, m.Version)
+		require.Greater(t, m.Version, c.Version)
 		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
 			l, err := r.GetLocked(ctx, c.ID)
 			require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestGetReadsLikeGORM(t *testing.T) {
 			again, err := r.Get(ctx, rows[1].ID)
 			require.NoError(t, err)
 			require.Equal(t, "in tx", again.Name)
-			require.EqualValues(t, 2, again.Version)
+			require.Equal(t, w.Version, again.Version)
 			return nil
 		}))
 	})
@@ -162,7 +162,7 @@ func TestGetReadsEmbeddedPointersAndNamedTypes(t *testing.T) {
 		require.Equal(t, level(-3), got.Level)
 		require.Equal(t, label("x"), got.Label)
 		require.NotNil(t, got.Versioned)
-		require.EqualValues(t, 1, got.Version)
+		require.Equal(t, b.Version, got.Version)
 
 		// A NULL in a named plain field reads as its zero value, as in GORM.
 		require.NoError(t, db.Exec("UPDATE boxeds SET label = NULL WHERE id = ?", b.ID).Error)
@@ -173,7 +173,7 @@ func TestGetReadsEmbeddedPointersAndNamedTypes(t *testing.T) {
 		m, err := r.Mutate(ctx, b.ID, func(x *boxed) error { x.Level++; return nil })
 		require.NoError(t, err)
 		require.Equal(t, level(-2), m.Level)
-		require.EqualValues(t, 2, m.Version)
+		require.Greater(t, m.Version, b.Version)
 	})
 }
 

@@ -2,9 +2,7 @@ package repository
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"reflect"
 
 	"gorm.io/gorm"
@@ -16,8 +14,7 @@ import (
 // T's version. Build it once with New and share it: it is safe for concurrent
 // use and holds no per-call state.
 type Repository[T any] struct {
-	db     *gorm.DB // session without GORM's default write transaction
-	sqlDB  *sql.DB  // identity of the database, to match transactions in ctx
+	store
 	m      *meta
 	retry  locking.RetryPolicy
 	leases *leaseLimits // nil without WithLeases
@@ -70,13 +67,12 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		return nil, err
 	}
 	m.buildSQL(db, o.leases != nil)
-	sqlDB, err := db.DB()
+	st, err := storeOf(db, "repository")
 	if err != nil {
-		return nil, fmt.Errorf("repository: %w", err)
+		return nil, err
 	}
 	return &Repository[T]{
-		db:     db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
-		sqlDB:  sqlDB,
+		store:  st,
 		m:      m,
 		retry:  o.retry,
 		leases: o.leases,
@@ -94,15 +90,6 @@ func (r *Repository[T]) Table() string { return r.m.table }
 func (r *Repository[T]) DB(ctx context.Context) *gorm.DB {
 	db, _ := r.conn(ctx)
 	return db.WithContext(ctx)
-}
-
-// conn returns the database or the transaction for ctx, and whether it is a
-// transaction.
-func (r *Repository[T]) conn(ctx context.Context) (*gorm.DB, bool) {
-	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == r.sqlDB {
-		return st.tx, true
-	}
-	return r.db, false
 }
 
 // entityValue returns the addressable struct e points to.

@@ -36,23 +36,27 @@ type txState struct {
 // it is cancelled the transaction is rolled back. opts, if given, sets the
 // isolation level and read-only mode.
 //
-// A failed COMMIT whose outcome is unknown (the connection broke) returns an
-// error matching locking.ErrCommitUnknown; RunInTx never retries it.
+// On SQLite the transaction begins IMMEDIATE (it holds the database's write
+// lock from its start, as with opendb's settings), after waiting in Go for
+// the other writers of this process and of other processes — a wait ctx can
+// end. ReadOnly transactions begin DEFERRED and wait for no one.
+//
+// The COMMIT's outcome is told truthfully: nil when committed; an error
+// matching locking.ErrCommitUnknown when the COMMIT was sent and the
+// connection broke or ctx ended before the answer (RunInTx never retries
+// it); any other error means nothing was committed.
 //
 // Entities written inside a rolled-back transaction keep the versions the
 // writes gave them in memory; load them again before reusing them.
 func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error, opts ...*sql.TxOptions) (err error) {
-	if db == nil {
-		return locking.Invalid("RunInTx: db is nil")
-	}
 	if fn == nil {
 		return locking.Invalid("RunInTx: fn is nil")
 	}
-	sqlDB, err := db.DB()
+	s, err := storeOf(db, "RunInTx")
 	if err != nil {
-		return fmt.Errorf("RunInTx: %w", err)
+		return err
 	}
-	if outer, ok := ctx.Value(txKey{}).(*txState); ok && outer.sqlDB == sqlDB {
+	if outer, ok := ctx.Value(txKey{}).(*txState); ok && outer.sqlDB == s.sqlDB {
 		if len(opts) > 0 {
 			return locking.Invalid("RunInTx: nested in another transaction, it runs in a savepoint and cannot take its own TxOptions")
 		}
@@ -61,15 +65,50 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 		// ignores a failed ROLLBACK TO.
 		return inSavepoint(ctx, outer.tx, func() error { return fn(ctx) })
 	}
-	tx := db.WithContext(ctx).Begin(opts...)
-	if tx.Error != nil {
-		return fmt.Errorf("RunInTx: begin: %w", locking.Classify(tx.Error))
+	var o *sql.TxOptions
+	if len(opts) > 0 {
+		o = opts[0]
 	}
-	st := &txState{sqlDB: sqlDB, tx: tx}
-	if len(opts) > 0 && opts[0] != nil {
-		st.iso = opts[0].Isolation
+	return s.runTx(ctx, db, o, lockWait{}, "RunInTx", fn)
+}
+
+// runTx begins a transaction on db (the caller's *gorm.DB, whose settings
+// the transaction keeps), runs fn with it in its context and commits it;
+// when fn returns an error or panics, it rolls back instead. w bounds the
+// wait for SQLite's write lock. op names the caller in errors.
+func (s store) runTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w lockWait, op string, fn func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return runBegun(ctx, st, "RunInTx", fn)
+	st := &txState{sqlDB: s.sqlDB}
+	if o != nil {
+		st.iso = o.Isolation
+	}
+	if s.caps.SingleWriter {
+		if o != nil && o.Isolation != sql.LevelDefault && o.Isolation != sql.LevelSerializable {
+			return fmt.Errorf("%w: %s: SQLite transactions are serializable; isolation level %v", locking.ErrNotSupported, op, o.Isolation)
+		}
+		tx, err := beginSQLite(ctx, s.sqlDB, w, o != nil && o.ReadOnly)
+		if err != nil {
+			return fmt.Errorf("%s: begin: %w", op, err)
+		}
+		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
+		st.tx.Statement.ConnPool = tx
+	} else {
+		tx := db.WithContext(ctx).Begin(optsOf(o)...)
+		if tx.Error != nil {
+			return fmt.Errorf("%s: begin: %w", op, locking.Classify(tx.Error))
+		}
+		st.tx = tx
+	}
+	return runBegun(ctx, st, op, fn)
+}
+
+func optsOf(o *sql.TxOptions) []*sql.TxOptions {
+	if o == nil {
+		return nil
+	}
+	return []*sql.TxOptions{o}
 }
 
 // runBegun runs fn with the begun transaction st in its context and commits
@@ -84,6 +123,10 @@ func runBegun(ctx context.Context, st *txState, op string, fn func(context.Conte
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// Not sent: the deferred rollback ends the transaction.
+		return fmt.Errorf("%s: not committed: %w", op, err)
 	}
 	committed = true // a failed COMMIT ends the transaction as well
 	if err := st.tx.Commit().Error; err != nil {

@@ -17,14 +17,19 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// Create inserts e as a new record at version 1 (whatever version e held)
-// and sets its creation and update times to now when they are zero; times the
-// caller set are kept, converted to UTC with microsecond precision (what the
-// databases store). An integer auto-increment key left zero is assigned by the
-// database and stored in e; any other key must be set. A record with the same
-// key already existing gives an error matching locking.ErrAlreadyExists that
-// keeps the driver error. On error e is left as it was. Associations are not
-// written.
+// Create inserts e as a new record and sets its version to the record's
+// first version (a clock reading, see "Versions" in the package doc: never a
+// version an earlier record with the same key had; whatever version e
+// held is ignored), and its creation and update times to now when they are
+// zero; times the caller set are kept, converted to UTC with microsecond
+// precision (what the databases store). An integer auto-increment key left
+// zero is assigned by the database and stored in e; any other key must be
+// set. A record with the same key already existing gives an error matching
+// locking.ErrAlreadyExists that keeps the driver error. On error e is left
+// as it was. Associations are not written.
+//
+// Outside a transaction the insert commits by itself; an error matching
+// locking.ErrCommitUnknown means it may have been applied (see Update).
 func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 	rv, err := r.entityValue(e)
 	if err != nil {
@@ -35,7 +40,8 @@ func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 		return locking.Invalid("%s: Create: primary key %s is empty", r.m.table, r.m.pk.Name)
 	}
 	saved := *e
-	r.setVersion(ctx, rv, 1)
+	v, _ := nextVersion(0)
+	r.setVersion(ctx, rv, v)
 	t := now()
 	for _, f := range []*schema.Field{r.m.createdAt, r.m.updatedAt} {
 		if f == nil || !isTimeField(f) {
@@ -56,74 +62,95 @@ func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 		// equals what a later Get returns.
 		v.Set(reflect.ValueOf(ts.UTC().Truncate(time.Microsecond)))
 	}
-	db, _ := r.conn(ctx)
-	if err := db.WithContext(ctx).Omit(clause.Associations).Create(e).Error; err != nil {
+	err = r.store.exec(ctx, stmt{}, nil, func(ctx context.Context, pool gorm.ConnPool, _ string, _ []any) error {
+		return r.on(ctx, pool).Omit(clause.Associations).Create(e).Error
+	})
+	if err != nil {
 		*e = saved
-		return fmt.Errorf("%s: Create id=%v: %w", r.m.table, id, r.translate(err, id))
+		return fmt.Errorf("%s: Create id=%v: %w", r.m.table, id, err)
 	}
 	return nil
 }
 
+// on returns a GORM session of the repository that sends its statements on
+// pool (a connection, a transaction) with ctx.
+func (r *Repository[T]) on(ctx context.Context, pool gorm.ConnPool) *gorm.DB {
+	db := r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	db.Statement.ConnPool = pool
+	return db
+}
+
 // Update writes every column of e (zero values included) in one guarded
-// statement, UPDATE ... WHERE pk = ? AND version = ?, and on success advances
-// e's version by one and sets its update time. The columns it never writes are
-// the primary key, the creation time and fields GORM may not update (tagged
-// "<-:create", "->" or "-").
+// statement, UPDATE ... WHERE pk = ? AND version = ?, and on success sets e's
+// version to the record's next version (larger than the one it had, see
+// "Versions" in the package doc) and its update time. The columns it never
+// writes are the primary key, the creation time and fields GORM may not
+// update (tagged "<-:create", "->" or "-").
 //
 // When no row matches, it returns a *locking.StaleDataError (errors.Is(err,
 // locking.ErrStaleData) is true) if the record exists at another version, or
-// an error matching locking.ErrNotFound if it is gone. An entity at version 0
-// (never loaded or created) or with an empty key is refused with an error
-// matching locking.ErrInvalidArgument: the guard is never turned off. On error
-// e is left as it was.
+// an error matching locking.ErrNotFound if it does not exist. An entity at
+// version 0 (never loaded or created) or with an empty key is refused with
+// an error matching locking.ErrInvalidArgument: the guard is never turned
+// off. On error e is left as it was.
+//
+// Outside a transaction the statement commits by itself, and its outcome is
+// told truthfully: nil means applied; an error matching
+// locking.ErrCommitUnknown (and its cause, such as
+// context.DeadlineExceeded) means the statement was sent and may have been
+// applied — the connection broke or ctx ended before the answer; any other
+// error means not applied. When ctx has a deadline, the wait for a row lock
+// is bounded on the database a little before it (PostgreSQL's lock_timeout;
+// SQLite's write lock is waited for in Go), so a write stuck behind a lock
+// fails definitely — an error matching locking.ErrLockTimeout and
+// context.DeadlineExceeded — instead of with an unknown outcome.
 func (r *Repository[T]) Update(ctx context.Context, e *T) error {
-	rv, err := r.entityValue(e)
-	if err != nil {
-		return err
-	}
-	id, expected, err := r.guardOf(ctx, rv, "Update")
-	if err != nil {
-		return err
-	}
-	db, _ := r.conn(ctx)
-	tv, err := r.execWrite(ctx, db, r.m.updateSQL, rv, id, expected, "Update")
-	if err != nil {
-		return err
-	}
-	return r.written(ctx, rv, id, expected, tv)
+	return r.guardedWrite(ctx, e, r.m.update, "Update")
 }
 
-// ForceIncrement advances e's version by one (and sets its update time)
-// without writing any other column, guarded like Update: UPDATE ... SET
-// version = version + 1 WHERE pk = ? AND version = ?. Use it for an aggregate
-// root whose children changed, so that a concurrent writer of the root, or
-// an HTTP client holding the root's ETag, sees the change. Errors are those
-// of Update; on error e is left as it was. Other fields of e are not written,
-// even if they were changed in memory.
+// ForceIncrement advances e's version (and sets its update time) without
+// writing any other column, guarded like Update: UPDATE ... SET version = ?
+// WHERE pk = ? AND version = ?. Use it for an aggregate root whose children
+// changed, so that a concurrent writer of the root, or an HTTP client
+// holding the root's ETag, sees the change. Errors are those of Update; on
+// error e is left as it was. Other fields of e are not written, even if they
+// were changed in memory.
 func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T) error {
+	return r.guardedWrite(ctx, e, r.m.bump, "ForceIncrement")
+}
+
+// guardedWrite runs Update's or ForceIncrement's statement for e and records
+// the write in e.
+func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, s stmt, method string) error {
 	rv, err := r.entityValue(e)
 	if err != nil {
 		return err
 	}
-	id, expected, err := r.guardOf(ctx, rv, "ForceIncrement")
+	id, expected, err := r.guardOf(ctx, rv, method)
 	if err != nil {
 		return err
 	}
-	db, _ := r.conn(ctx)
-	tv, err := r.execWrite(ctx, db, r.m.bumpSQL, rv, id, expected, "ForceIncrement")
+	w, err := r.execWrite(ctx, s, rv, id, expected, method)
 	if err != nil {
 		return err
 	}
-	return r.written(ctx, rv, id, expected, tv)
+	return r.written(ctx, rv, id, w)
 }
 
-// execWrite runs one guarded UPDATE of the record in rv (query is updateSQL,
-// or bumpSQL for ForceIncrement) and returns the update time it wrote,
-// without changing the entity. No matching row gives a
-// *locking.StaleDataError or a *locking.NotFoundError, unwrapped.
-func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string, rv reflect.Value, id any, expected int64, method string) (any, error) {
+// write is what a successful guarded UPDATE wrote: the record's new version
+// and update time.
+type write struct {
+	version int64
+	updated any // the update time's value, nil when the model has none
+}
+
+// execWrite runs one guarded UPDATE of the record in rv (s is m.update, or
+// m.bump for ForceIncrement) and returns what it wrote, without changing the
+// entity. No matching row gives a *locking.StaleDataError or a
+// *locking.NotFoundError, unwrapped.
+func (r *Repository[T]) execWrite(ctx context.Context, s stmt, rv reflect.Value, id any, expected int64, method string) (write, error) {
 	if err := r.checkIsolation(ctx, method); err != nil {
-		return nil, err
+		return write{}, err
 	}
 	op := "update"
 	args := make([]any, 0, len(r.m.setCols)+6)
@@ -135,26 +162,30 @@ func (r *Repository[T]) execWrite(ctx context.Context, db *gorm.DB, query string
 			args = append(args, v)
 		}
 	}
-	args = append(args, expected+1)
-	var tv any
+	var w write
+	var ok bool
+	if w.version, ok = nextVersion(expected); !ok {
+		return write{}, locking.Invalid("%s: %s id=%v: version %d has no successor", r.m.table, method, id, expected)
+	}
+	args = append(args, w.version)
 	if r.m.updatedAt != nil {
-		tv = timeValue(r.m.updatedAt, now())
-		args = append(args, tv)
+		w.updated = timeValue(r.m.updatedAt, now())
+		args = append(args, w.updated)
 	}
 	args = r.guardArgs(args, id, expected)
-	res, err := db.Statement.ConnPool.ExecContext(ctx, query, args...)
+	n, err := r.execResult(ctx, s, args)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, r.translate(err, id))
+		return write{}, fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, err)
 	}
-	return tv, r.checkAffected(ctx, db, res, id, expected, op)
+	return w, r.checkAffected(ctx, n, id, expected, op)
 }
 
 // written records a successful guarded write in the entity: its new version
 // and update time.
-func (r *Repository[T]) written(ctx context.Context, rv reflect.Value, id any, expected int64, tv any) error {
-	r.setVersion(ctx, rv, expected+1)
+func (r *Repository[T]) written(ctx context.Context, rv reflect.Value, id any, w write) error {
+	r.setVersion(ctx, rv, w.version)
 	if r.m.updatedAt != nil {
-		if err := r.m.updatedAt.Set(ctx, rv, tv); err != nil {
+		if err := r.m.updatedAt.Set(ctx, rv, w.updated); err != nil {
 			return fmt.Errorf("%s: id=%v: written, but setting %s in memory failed: %w", r.m.table, id, r.m.updatedAt.Name, err)
 		}
 	}
@@ -182,7 +213,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		rv       reflect.Value
 		id       any
 		expected int64
-		tv       any
+		w        write
 	}
 	rows := make([]row, len(entities))
 	for i, e := range entities {
@@ -203,10 +234,9 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		}
 	}
 	err := RunInTx(ctx, r.db, func(ctx context.Context) error {
-		db, _ := r.conn(ctx)
 		var failed []error
 		for i := range rows {
-			tv, err := r.execWrite(ctx, db, r.m.updateSQL, rows[i].rv, rows[i].id, rows[i].expected, "UpdateMany")
+			w, err := r.execWrite(ctx, r.m.update, rows[i].rv, rows[i].id, rows[i].expected, "UpdateMany")
 			var stale *locking.StaleDataError
 			var missing *locking.NotFoundError
 			switch {
@@ -215,7 +245,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 			case err != nil:
 				return err
 			}
-			rows[i].tv = tv
+			rows[i].w = w
 		}
 		if len(failed) > 0 {
 			return &locking.BatchError{Table: r.m.table, Op: "update", Total: len(rows), Failed: failed}
@@ -226,7 +256,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		return err
 	}
 	for _, row := range rows {
-		if err := r.written(ctx, row.rv, row.id, row.expected, row.tv); err != nil {
+		if err := r.written(ctx, row.rv, row.id, row.w); err != nil {
 			return err
 		}
 	}
@@ -236,8 +266,9 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 // Delete removes the record of e with one guarded statement, DELETE ...
 // WHERE pk = ? AND version = ?, and reports a mismatch exactly as Update
 // does: a *locking.StaleDataError when the record is at another version, an
-// error matching locking.ErrNotFound when it is gone, and
+// error matching locking.ErrNotFound when it does not exist, and
 // locking.ErrInvalidArgument for an entity at version 0 or without a key.
+// Its outcome outside a transaction is told as Update's is.
 func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
 	rv, err := r.entityValue(e)
 	if err != nil {
@@ -250,12 +281,11 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
 	if err := r.checkIsolation(ctx, "Delete"); err != nil {
 		return err
 	}
-	db, _ := r.conn(ctx)
-	res, err := db.Statement.ConnPool.ExecContext(ctx, r.m.deleteSQL, r.guardArgs(make([]any, 0, 4), id, expected)...)
+	n, err := r.execResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, 4), id, expected))
 	if err != nil {
-		return fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, r.translate(err, id))
+		return fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
 	}
-	return r.checkAffected(ctx, db, res, id, expected, "delete")
+	return r.checkAffected(ctx, n, id, expected, "delete")
 }
 
 // guardOf returns the key and version a guarded write needs, refusing an
@@ -272,9 +302,10 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 	return id, v, nil
 }
 
-// currentVersion reads the version of record id; found is false when it
-// does not exist.
-func (r *Repository[T]) currentVersion(ctx context.Context, db *gorm.DB, id any) (version int64, found bool, err error) {
+// currentVersion reads the version of record id, in the transaction of ctx
+// if there is one; found is false when it does not exist.
+func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int64, found bool, err error) {
+	db, _ := r.conn(ctx)
 	err = db.Statement.ConnPool.QueryRowContext(ctx, r.m.versionSQL, id).Scan(&version)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -285,13 +316,10 @@ func (r *Repository[T]) currentVersion(ctx context.Context, db *gorm.DB, id any)
 	return version, true, nil
 }
 
-// checkAffected turns "no row matched" into StaleDataError or NotFoundError
-// by reading the record's current version.
-func (r *Repository[T]) checkAffected(ctx context.Context, db *gorm.DB, res sql.Result, id any, expected int64, op string) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %s id=%v: rows affected: %w", r.m.table, op, id, err)
-	}
+// checkAffected turns "no row matched" (n, the rows a guarded write
+// affected) into StaleDataError or NotFoundError by reading the record's
+// current version.
+func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expected int64, op string) error {
 	if n == 1 {
 		return nil
 	}
@@ -300,19 +328,24 @@ func (r *Repository[T]) checkAffected(ctx context.Context, db *gorm.DB, res sql.
 		// model declares; the statement is already applied.
 		return fmt.Errorf("%s: %s id=%v matched %d rows: the table's primary key %s is not unique", r.m.table, op, id, n, r.m.pk.DBName)
 	}
-	actual, found, err := r.currentVersion(ctx, db, id)
+	actual, found, err := r.currentVersion(ctx, id)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: %s matched no row: %w", r.m.table, op, err)
+		return fmt.Errorf("%s: %s matched no row (not applied): %w", r.m.table, op, err)
 	case !found:
 		return &locking.NotFoundError{Table: r.m.table, ID: id}
-	}
-	if actual == expected && r.m.leases != nil {
+	case actual != expected:
+		return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
+	case r.m.leases != nil:
 		// The version matched, so the lease condition did not: someone
 		// else holds a lease on the record.
-		return r.leaseRefused(ctx, db, id, 0, op)
+		return r.leaseRefused(ctx, id, 0, op)
 	}
-	return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
+	// The record is at the expected version now, yet the write matched no
+	// row: when it ran, no record had that key (versions are never reused,
+	// so the one there now was written after the read, by a writer that
+	// does not use gormlock's versions). Not stale: not found.
+	return &locking.NotFoundError{Table: r.m.table, ID: id}
 }
 
 // checkIsolation refuses a lease-guarded write inside a PostgreSQL

@@ -16,8 +16,8 @@ import (
 	"github.com/gormlock/gormlock/rest"
 )
 
-// Two clients hold ETag "1"; the first PUT wins, the second gets 412 with
-// the current ETag instead of erasing the first one's change.
+// Two clients hold the same ETag; the first PUT wins, the second gets 412
+// with the current ETag instead of erasing the first one's change.
 func ExampleNew() {
 	dir, _ := os.MkdirTemp("", "gormlock-rest-example")
 	defer os.RemoveAll(dir)
@@ -30,7 +30,9 @@ func ExampleNew() {
 		panic(err)
 	}
 	docs, _ := repository.New[models.Document](db)
-	_ = docs.Create(context.Background(), &models.Document{ID: "d1", Title: "draft"})
+	d1 := &models.Document{ID: "d1", Title: "draft"}
+	_ = docs.Create(context.Background(), d1)
+	read := rest.ETag(d1.Version) // what both clients got from GET
 
 	h, _ := rest.New(docs)
 	mux := http.NewServeMux()
@@ -38,20 +40,25 @@ func ExampleNew() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
+	var alicesETag string
 	put := func(title string) {
 		req, _ := http.NewRequest("PUT", srv.URL+"/documents/d1", strings.NewReader(`{"title":"`+title+`"}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("If-Match", `"1"`)
+		req.Header.Set("If-Match", read)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			panic(err)
 		}
 		res.Body.Close()
-		fmt.Println(title+":", res.StatusCode, res.Header.Get("ETag"))
+		etag := res.Header.Get("ETag")
+		if alicesETag == "" {
+			alicesETag = etag
+		}
+		fmt.Println(title+":", res.StatusCode, "new ETag:", etag != read, "alice's ETag:", etag == alicesETag)
 	}
 	put("alice")
 	put("bob")
 	// Output:
-	// alice: 200 "2"
-	// bob: 412 "2"
+	// alice: 200 new ETag: true alice's ETag: true
+	// bob: 412 new ETag: true alice's ETag: true
 }

@@ -102,20 +102,21 @@ func TestCreateAndGet(t *testing.T) {
 		c := server(t, db, nil)
 		r := c.do("POST", "/documents/", `{"id":"d 1","title":"hello","attrs":{"k":"v"}}`)
 		require.Equal(t, http.StatusCreated, r.status, r.body)
-		assert.Equal(t, `"1"`, r.etag())
+		e1 := r.etag()
+		assert.Equal(t, rest.ETag(doc(t, r.body).Version), e1)
 		assert.Equal(t, "/documents/d%201", r.header.Get("Location"))
 		assert.Equal(t, "hello", doc(t, r.body).Title)
 
 		r = c.do("GET", "/documents/d%201", "")
 		require.Equal(t, http.StatusOK, r.status)
-		assert.Equal(t, `"1"`, r.etag())
+		assert.Equal(t, e1, r.etag())
 		assert.Equal(t, "application/json", r.header.Get("Content-Type"))
 		assert.Equal(t, models.Attributes{"k": "v"}, doc(t, r.body).Attrs)
 
-		for _, inm := range []string{`"1"`, `W/"1"`, `"7", "1"`, `*`} {
+		for _, inm := range []string{e1, "W/" + e1, `"7", ` + e1, `*`} {
 			r = c.do("GET", "/documents/d%201", "", "If-None-Match", inm)
 			assert.Equal(t, http.StatusNotModified, r.status, inm)
-			assert.Equal(t, `"1"`, r.etag())
+			assert.Equal(t, e1, r.etag())
 			assert.Empty(t, r.body)
 		}
 		r = c.do("GET", "/documents/d%201", "", "If-None-Match", `"2"`)
@@ -142,7 +143,9 @@ func TestCreateAndGet(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, nil, rest.MaxBodyBytes(1024))
-		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
+		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
+		require.Equal(t, http.StatusCreated, created.status)
+		e1 := created.etag()
 		cases := []struct {
 			name   string
 			method string
@@ -160,13 +163,13 @@ func TestBadRequests(t *testing.T) {
 			{"NUL byte", "POST", "/documents/", `{"id":"n","title":"a\u0000b"}`, nil, 0}, // 201 on SQLite, 400 on Postgres
 			{"too large", "POST", "/documents/", `{"id":"x","title":"` + strings.Repeat("a", 2000) + `"}`, nil, 413},
 			{"not JSON", "POST", "/documents/", ``, []string{"Content-Type", "text/plain"}, 415},
-			{"no content type", "PUT", "/documents/d1", ``, []string{"If-Match", `"1"`}, 415},
+			{"no content type", "PUT", "/documents/d1", ``, []string{"If-Match", e1}, 415},
 			{"malformed If-Match", "PUT", "/documents/d1", `{"title":"t"}`, []string{"If-Match", `1`}, 400},
-			{"star and tags", "PUT", "/documents/d1", `{"title":"t"}`, []string{"If-Match", `*, "1"`}, 400},
+			{"star and tags", "PUT", "/documents/d1", `{"title":"t"}`, []string{"If-Match", `*, ` + e1}, 400},
 			{"malformed If-None-Match", "GET", "/documents/d1", ``, []string{"If-None-Match", `"1`}, 400},
-			{"body moves the record", "PUT", "/documents/d1", `{"id":"d2","title":"t"}`, []string{"If-Match", `"1"`}, 400},
-			{"create and replace", "PUT", "/documents/d9", `{"title":"t"}`, []string{"If-Match", `"1"`, "If-None-Match", "*"}, 412},
-			{"null body", "PUT", "/documents/d1", `null`, []string{"If-Match", `"1"`}, 400},
+			{"body moves the record", "PUT", "/documents/d1", `{"id":"d2","title":"t"}`, []string{"If-Match", e1}, 400},
+			{"create and replace", "PUT", "/documents/d9", `{"title":"t"}`, []string{"If-Match", e1, "If-None-Match", "*"}, 412},
+			{"null body", "PUT", "/documents/d1", `null`, []string{"If-Match", e1}, 400},
 			{"array body", "POST", "/documents/", `[{"id":"x"}]`, nil, 400},
 			{"dot-dot id", "POST", "/documents/", `{"id":"..","title":"t"}`, nil, 400},
 			{"over the limit in trailing space", "POST", "/documents/", `{"id":"x"}` + strings.Repeat(" ", 2000), nil, 413},
@@ -207,7 +210,7 @@ func TestBadRequests(t *testing.T) {
 		}
 		// Nothing above changed d1.
 		r := c.do("GET", "/documents/d1", "")
-		assert.Equal(t, `"1"`, r.etag())
+		assert.Equal(t, e1, r.etag())
 		assert.Equal(t, "t", doc(t, r.body).Title)
 	})
 }
@@ -215,41 +218,46 @@ func TestBadRequests(t *testing.T) {
 func TestConditionalPut(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, nil)
-		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"v1"}`).status)
+		created := c.do("POST", "/documents/", `{"id":"d1","title":"v1"}`)
+		require.Equal(t, http.StatusCreated, created.status)
+		e1 := created.etag()
 
 		r := c.do("PUT", "/documents/d1", `{"title":"no precondition"}`)
 		require.Equal(t, http.StatusPreconditionRequired, r.status)
 		r.problem(t)
 
 		// A body version is ignored: the version comes from If-Match.
-		r = c.do("PUT", "/documents/d1", `{"id":"d1","title":"v2","version":99}`, "If-Match", `"1"`)
+		r = c.do("PUT", "/documents/d1", `{"id":"d1","title":"v2","version":99}`, "If-Match", e1)
 		require.Equal(t, http.StatusOK, r.status, r.body)
-		assert.Equal(t, `"2"`, r.etag())
+		e2 := r.etag()
 		got := doc(t, r.body)
-		assert.EqualValues(t, 2, got.Version)
+		assert.Equal(t, rest.ETag(got.Version), e2)
+		assert.Greater(t, got.Version, doc(t, created.body).Version)
 		assert.Equal(t, "v2", got.Title)
 		assert.False(t, got.CreatedAt.IsZero(), "the record keeps its creation time")
 
-		r = c.do("PUT", "/documents/d1", `{"title":"stale"}`, "If-Match", `"1"`)
+		r = c.do("PUT", "/documents/d1", `{"title":"stale"}`, "If-Match", e1)
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
-		assert.Equal(t, `"2"`, r.etag(), "412 carries the current ETag")
+		assert.Equal(t, e2, r.etag(), "412 carries the current ETag")
 		r.problem(t)
 
-		r = c.do("PUT", "/documents/d1", `{"title":"weak"}`, "If-Match", `W/"2"`)
+		r = c.do("PUT", "/documents/d1", `{"title":"weak"}`, "If-Match", "W/"+e2)
 		require.Equal(t, http.StatusPreconditionFailed, r.status, "a weak ETag never matches If-Match")
 
-		r = c.do("PUT", "/documents/d1", `{"title":"v3"}`, "If-Match", `"1", "2"`, "If-Match", `"9"`)
+		r = c.do("PUT", "/documents/d1", `{"title":"v3"}`, "If-Match", e1+", "+e2, "If-Match", `"9"`)
 		require.Equal(t, http.StatusOK, r.status, "a list naming the current version matches")
-		assert.Equal(t, `"3"`, r.etag())
+		e3 := r.etag()
+		assert.NotContains(t, []string{e1, e2}, e3)
 
 		r = c.do("PUT", "/documents/d1", `{"title":"v4"}`, "If-Match", `*`)
 		require.Equal(t, http.StatusOK, r.status)
-		assert.Equal(t, `"4"`, r.etag())
+		e4 := r.etag()
+		assert.NotContains(t, []string{e1, e2, e3}, e4)
 
-		r = c.do("PUT", "/documents/d1", `{"title":"v5"}`, "If-Match", `"4"`, "If-None-Match", `"4"`)
+		r = c.do("PUT", "/documents/d1", `{"title":"v5"}`, "If-Match", e4, "If-None-Match", e4)
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
 
-		for _, im := range []string{`*`, `"1"`} {
+		for _, im := range []string{`*`, e1} {
 			r = c.do("PUT", "/documents/ghost", `{"title":"x"}`, "If-Match", im)
 			require.Equal(t, http.StatusPreconditionFailed, r.status, im)
 			assert.Empty(t, r.etag())
@@ -257,31 +265,35 @@ func TestConditionalPut(t *testing.T) {
 
 		r = c.do("PUT", "/documents/new", `{"title":"created"}`, "If-None-Match", `*`)
 		require.Equal(t, http.StatusCreated, r.status, r.body)
-		assert.Equal(t, `"1"`, r.etag())
+		eNew := r.etag()
+		assert.Equal(t, rest.ETag(doc(t, r.body).Version), eNew)
 		assert.Equal(t, "new", doc(t, r.body).ID)
 		r = c.do("PUT", "/documents/new", `{"title":"again"}`, "If-None-Match", `*`)
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
-		assert.Equal(t, `"1"`, r.etag())
+		assert.Equal(t, eNew, r.etag())
 
 		r = c.do("GET", "/documents/d1", "")
 		assert.Equal(t, "v4", doc(t, r.body).Title)
-		assert.Equal(t, `"4"`, r.etag())
+		assert.Equal(t, e4, r.etag())
 	})
 }
 
 func TestConditionalDelete(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, nil)
+		etags := map[string]string{}
 		for _, id := range []string{"d1", "d2"} {
-			require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"`+id+`","title":"t"}`).status)
+			r := c.do("POST", "/documents/", `{"id":"`+id+`","title":"t"}`)
+			require.Equal(t, http.StatusCreated, r.status)
+			etags[id] = r.etag()
 		}
 		require.Equal(t, http.StatusPreconditionRequired, c.do("DELETE", "/documents/d1", "").status)
-		r := c.do("DELETE", "/documents/d1", "", "If-Match", `"2"`)
+		r := c.do("DELETE", "/documents/d1", "", "If-Match", etags["d2"])
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
-		assert.Equal(t, `"1"`, r.etag())
-		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "", "If-Match", `"1"`).status)
+		assert.Equal(t, etags["d1"], r.etag())
+		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "", "If-Match", etags["d1"]).status)
 		require.Equal(t, http.StatusNotFound, c.do("GET", "/documents/d1", "").status)
-		require.Equal(t, http.StatusPreconditionFailed, c.do("DELETE", "/documents/d1", "", "If-Match", `"1"`).status)
+		require.Equal(t, http.StatusPreconditionFailed, c.do("DELETE", "/documents/d1", "", "If-Match", etags["d1"]).status)
 		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d2", "", "If-Match", `*`).status)
 		require.Equal(t, http.StatusPreconditionFailed, c.do("DELETE", "/documents/d2", "", "If-Match", `*`).status)
 	})
@@ -291,10 +303,12 @@ func TestConditionalDelete(t *testing.T) {
 func TestNonStrict(t *testing.T) {
 	db := testdb.Open(t, "sqlite")
 	c := server(t, db, nil, rest.Strict(false))
-	require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
+	created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
+	require.Equal(t, http.StatusCreated, created.status)
 	r := c.do("PUT", "/documents/d1", `{"title":"u"}`)
 	require.Equal(t, http.StatusOK, r.status)
-	assert.Equal(t, `"2"`, r.etag())
+	assert.Greater(t, doc(t, r.body).Version, doc(t, created.body).Version)
+	assert.Equal(t, rest.ETag(doc(t, r.body).Version), r.etag())
 	require.Equal(t, http.StatusNotFound, c.do("PUT", "/documents/ghost", `{"title":"u"}`).status)
 	require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "").status)
 	require.Equal(t, http.StatusNotFound, c.do("DELETE", "/documents/d1", "").status)
@@ -336,14 +350,15 @@ func TestList(t *testing.T) {
 func TestLeasedRecordIsLocked(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, []repository.Option{repository.WithLeases()})
-		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
+		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
+		require.Equal(t, http.StatusCreated, created.status)
 		docs, err := repository.New[models.Document](db, repository.WithLeases())
 		require.NoError(t, err)
 		_, lease, err := docs.GetAndLock(context.Background(), "d1", "editor")
 		require.NoError(t, err)
 
 		require.Equal(t, http.StatusOK, c.do("GET", "/documents/d1", "").status)
-		for _, im := range []string{`"1"`, `*`} {
+		for _, im := range []string{created.etag(), `*`} {
 			r := c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", im)
 			require.Equal(t, http.StatusLocked, r.status, im)
 			r.problem(t)
@@ -352,7 +367,7 @@ func TestLeasedRecordIsLocked(t *testing.T) {
 			require.Equal(t, http.StatusLocked, r.status, im)
 		}
 		require.NoError(t, docs.Unlock(context.Background(), lease))
-		require.Equal(t, http.StatusOK, c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", `"1"`).status)
+		require.Equal(t, http.StatusOK, c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", created.etag()).status)
 	})
 }
 
@@ -361,10 +376,12 @@ func TestLeasedRecordIsLocked(t *testing.T) {
 func TestConcurrentPutsOneWins(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, nil)
-		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
+		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
+		require.Equal(t, http.StatusCreated, created.status)
+		etag := created.etag()
+		seen := map[string]bool{etag: true}
 		const rounds = 100
 		for round := range rounds {
-			etag := fmt.Sprintf(`"%d"`, round+1)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			got := make([]response, 2)
@@ -380,12 +397,15 @@ func TestConcurrentPutsOneWins(t *testing.T) {
 			wg.Wait()
 			statuses := []int{got[0].status, got[1].status}
 			require.ElementsMatch(t, []int{http.StatusOK, http.StatusPreconditionFailed}, statuses, "round %d", round)
-			next := fmt.Sprintf(`"%d"`, round+2)
-			assert.Equal(t, next, got[0].etag())
-			assert.Equal(t, next, got[1].etag())
+			next := got[0].etag()
+			assert.Equal(t, next, got[1].etag(), "the loser's 412 carries the winner's ETag")
+			assert.False(t, seen[next], "round %d: ETag %s was used before", round, next)
+			seen[next] = true
+			etag = next
 		}
 		r := c.do("GET", "/documents/d1", "")
-		assert.Equal(t, fmt.Sprintf(`"%d"`, rounds+1), r.etag())
+		assert.Equal(t, etag, r.etag())
+		assert.Len(t, seen, rounds+1, "one new ETag per round")
 	})
 }
 
@@ -503,14 +523,16 @@ func TestBodyCannotSetTimestamps(t *testing.T) {
 func TestIfNoneMatchOnWrites(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, nil)
-		require.Equal(t, http.StatusCreated, c.do("POST", "/documents/", `{"id":"d1","title":"t"}`).status)
-		r := c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", "*", "If-None-Match", `"1"`)
+		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
+		require.Equal(t, http.StatusCreated, created.status)
+		e1 := created.etag()
+		r := c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", "*", "If-None-Match", e1)
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
-		assert.Equal(t, `"1"`, r.etag())
-		r = c.do("DELETE", "/documents/d1", "", "If-Match", `"1"`, "If-None-Match", `W/"1"`)
+		assert.Equal(t, e1, r.etag())
+		r = c.do("DELETE", "/documents/d1", "", "If-Match", e1, "If-None-Match", "W/"+e1)
 		require.Equal(t, http.StatusPreconditionFailed, r.status)
 		r = c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", "*", "If-None-Match", `"7"`)
 		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "", "If-Match", `"2"`, "If-None-Match", `"1"`).status)
+		require.Equal(t, http.StatusNoContent, c.do("DELETE", "/documents/d1", "", "If-Match", r.etag(), "If-None-Match", e1).status)
 	})
 }

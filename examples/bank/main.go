@@ -95,7 +95,6 @@ type result struct {
 	Elapsed     time.Duration
 	TotalBefore int64
 	TotalAfter  int64
-	Versions    int64 // sum of the accounts' version steps (writes seen by the guard)
 }
 
 // Holds reports whether the total balance is unchanged.
@@ -236,12 +235,10 @@ func runMode(ctx context.Context, db *gorm.DB, accounts *repository.Repository[m
 		return r, err
 	}
 	r.Transfers, r.Declined, r.Attempts = transfers.Load(), declined.Load(), attempts.Load()
-	var sums struct{ Total, Versions int64 }
-	if err := db.WithContext(ctx).Raw("SELECT COALESCE(SUM(balance), 0) AS total, COALESCE(SUM(version - 1), 0) AS versions FROM accounts WHERE owner = ?", owner).
-		Scan(&sums).Error; err != nil {
+	if err := db.WithContext(ctx).Raw("SELECT COALESCE(SUM(balance), 0) FROM accounts WHERE owner = ?", owner).
+		Scan(&r.TotalAfter).Error; err != nil {
 		return r, err
 	}
-	r.TotalAfter, r.Versions = sums.Total, sums.Versions
 	return r, nil
 }
 

@@ -89,13 +89,15 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		return "unexpected: " + err.Error()
 	}
 
+	var versions exampledb.Versions // v1, v2, ...: the real ones are clock readings
+	v := versions.Name
 	p("gormlock lease: two editors, one document, on %s", db.Dialector.Name())
 	alice, aliceLease, err := docs.GetAndLock(ctx, id, "alice", repository.TTL(10*time.Second))
 	if err != nil {
 		return err
 	}
-	p("alice  get-and-lock                       -> ok: %q at version %d, fence %d, lease of %v",
-		alice.Title, aliceLease.Version, aliceLease.Fence, aliceLease.ExpiresAt.Sub(aliceLease.AcquiredAt))
+	p("alice  get-and-lock                       -> ok: %q at version %s, fence %d, lease of %v",
+		alice.Title, v(aliceLease.Version), aliceLease.Fence, aliceLease.ExpiresAt.Sub(aliceLease.AcquiredAt))
 
 	_, _, err = docs.GetAndLock(ctx, id, "bob")
 	var le *locking.LeaseError
@@ -116,11 +118,11 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	p("bob    unlock with a wrong token          -> %s", kind(docs.Unlock(ctx, &forged)))
 
 	bobsCopy.Title = "Bob's report"
-	p("bob    update without the token           -> %s (even at the right version %d)", kind(docs.Update(ctx, bobsCopy)), bobsCopy.Version)
+	p("bob    update without the token           -> %s (even at the right version %s)", kind(docs.Update(ctx, bobsCopy)), v(bobsCopy.Version))
 	p("bob    delete without the token           -> %s", kind(docs.Delete(ctx, bobsCopy)))
 
 	alice.Title = "Quarterly report, final"
-	p("alice  update with the token              -> %s: now version %d, lease released", kind(docs.UpdateWithLease(ctx, alice, aliceLease)), alice.Version)
+	p("alice  update with the token              -> %s: now version %s, lease released", kind(docs.UpdateWithLease(ctx, alice, aliceLease)), v(alice.Version))
 
 	bob, bobLease, err := docs.GetAndLock(ctx, id, "bob")
 	if err != nil {
@@ -166,6 +168,6 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	if err != nil {
 		return err
 	}
-	p("final: %q at version %d", final.Title, final.Version)
+	p("final: %q at version %s", final.Title, v(final.Version))
 	return nil
 }

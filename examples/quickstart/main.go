@@ -9,7 +9,7 @@
 //
 // It runs three acts on models.Document (a string id, a title and a map of
 // attributes), each on a document of its own that starts as
-// {a_field: a_value} at version 1:
+// {a_field: a_value}:
 //
 //  1. plain read-modify-write: both writers read, change and write back with
 //     a plain GORM update that ignores the version; writer 2's write-back
@@ -23,7 +23,9 @@
 // The database is migrated with migrations.Up (which creates the documents
 // table when it is missing). Document ids carry a random suffix so runs never
 // collide, and the rows the program creates are deleted before it exits. The
-// output is deterministic: it prints no ids and no timings.
+// output is deterministic: it prints no ids and no timings, and shows the
+// versions (clock readings such as 1795401280989319) as v1, v2, ... in the
+// order they appear.
 package main
 
 import (
@@ -115,6 +117,7 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	}()
 
 	s.printf("gormlock quickstart: the two-writer \"CAS flow\" on %s\n", db.Dialector.Name())
+	s.printf("(versions are clock readings; shown as v1, v2, ... in the order they appear)\n")
 	for _, act := range []func(context.Context) error{s.plain, s.guarded, s.mutate} {
 		s.printf("\n")
 		if err := act(ctx); err != nil {
@@ -131,12 +134,16 @@ type story struct {
 	docs    *repository.Repository[models.Document]
 	suffix  string
 	created []string // ids of the documents created, for cleanup
+	names   exampledb.Versions
 }
+
+// v names a version for the output.
+func (s *story) v(version int64) string { return s.names.Name(version) }
 
 func (s *story) printf(format string, args ...any) { fmt.Fprintf(s.w, format, args...) }
 
-// newDocument creates the act's document, {a_field: a_value} at version 1,
-// and returns its id.
+// newDocument creates the act's document, {a_field: a_value}, and returns
+// its id.
 func (s *story) newDocument(ctx context.Context, act string) (string, error) {
 	d := &models.Document{
 		ID:    "docid-" + act + "-" + s.suffix,
@@ -156,7 +163,7 @@ func (s *story) read(ctx context.Context, who, id string) (*models.Document, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
 	}
-	s.printf("  %s reads:   %v (version %d)\n", who, d.Attrs, d.Version)
+	s.printf("  %s reads:   %v (version %s)\n", who, d.Attrs, s.v(d.Version))
 	return d, nil
 }
 
@@ -166,7 +173,7 @@ func (s *story) final(ctx context.Context, id string) (*models.Document, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.printf("  re-read:          %v (version %d)\n", d.Attrs, d.Version)
+	s.printf("  re-read:          %v (version %s)\n", d.Attrs, s.v(d.Version))
 	return d, nil
 }
 
@@ -215,7 +222,7 @@ func (s *story) plain(ctx context.Context) error {
 		return errors.New("act 1: field1 survived the unguarded writes; the demonstration did not reproduce the lost update")
 	}
 	s.printf("  => field1 LOST: writer 2 wrote back its copy, read before writer 1's write;\n")
-	s.printf("     the version was ignored and is still %d\n", d.Version)
+	s.printf("     the version was ignored and is still %s\n", s.v(d.Version))
 	return nil
 }
 
@@ -231,7 +238,7 @@ func (s *story) guarded(ctx context.Context) error {
 	if err := s.docs.Update(ctx, d1); err != nil {
 		return fmt.Errorf("writer 1: %w", err)
 	}
-	s.printf("  writer 1 sets field1=value1, Update: ok, now at version %d\n", d1.Version)
+	s.printf("  writer 1 sets field1=value1, Update: ok, now at version %s\n", s.v(d1.Version))
 
 	d2.Attrs["field2"] = "value2"
 	err = s.docs.Update(ctx, d2)
@@ -247,8 +254,8 @@ func (s *story) guarded(ctx context.Context) error {
 	if !errors.As(err, &stale) {
 		return fmt.Errorf("writer 2: the error is not a *locking.StaleDataError: %w", err)
 	}
-	s.printf("    *locking.StaleDataError: Expected version %d, Actual version %d\n", stale.Expected, stale.Actual)
-	s.printf("    writer 2's entity is left as it was: still at version %d\n", d2.Version)
+	s.printf("    *locking.StaleDataError: Expected version %s, Actual version %s\n", s.v(stale.Expected), s.v(stale.Actual))
+	s.printf("    writer 2's entity is left as it was: still at version %s\n", s.v(d2.Version))
 
 	d, err := s.final(ctx, id)
 	if err != nil {
@@ -309,8 +316,8 @@ func (s *story) mutate(ctx context.Context) error {
 				if first {
 					// Make the seed's interleaving certain: each writer
 					// changes its copy only after both have read, so both
-					// first attempts start from version 1 and one of them
-					// must lose and retry.
+					// first attempts start from the same version and one of
+					// them must lose and retry.
 					first = false
 					reads.Done()
 					select {
@@ -343,7 +350,7 @@ func (s *story) mutate(ctx context.Context) error {
 		s.printf("  %s Mutate sets %s=%s: ok\n", wr.who, wr.key, wr.value)
 		total += attempts[i]
 	}
-	s.printf("  attempts in all: %d (both first attempts read version 1; the one that lost re-read and retried)\n", total)
+	s.printf("  attempts in all: %d (both first attempts read the same version; the one that lost re-read and retried)\n", total)
 	d, err := s.final(ctx, id)
 	if err != nil {
 		return err
@@ -351,7 +358,7 @@ func (s *story) mutate(ctx context.Context) error {
 	if d.Attrs["field1"] != "value1" || d.Attrs["field2"] != "value2" {
 		return fmt.Errorf("act 3: unexpected final attrs %v", d.Attrs)
 	}
-	s.printf("  => both field1 and field2 kept; final version %d\n", d.Version)
+	s.printf("  => both field1 and field2 kept; final version %s\n", s.v(d.Version))
 	return nil
 }
 

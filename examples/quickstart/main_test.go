@@ -16,44 +16,45 @@ import (
 
 // want is the whole output of run; %s is the dialect.
 const want = `gormlock quickstart: the two-writer "CAS flow" on %s
+(versions are clock readings; shown as v1, v2, ... in the order they appear)
 
 Act 1: plain read-modify-write (no version guard)
-  writer 1 reads:   map[a_field:a_value] (version 1)
-  writer 2 reads:   map[a_field:a_value] (version 1)
+  writer 1 reads:   map[a_field:a_value] (version v1)
+  writer 2 reads:   map[a_field:a_value] (version v1)
   writer 1 sets field1=value1, plain write: ok (1 row updated)
   writer 2 sets field2=value2, plain write: ok (1 row updated)
-  re-read:          map[a_field:a_value field2:value2] (version 1)
+  re-read:          map[a_field:a_value field2:value2] (version v1)
   => field1 LOST: writer 2 wrote back its copy, read before writer 1's write;
-     the version was ignored and is still 1
+     the version was ignored and is still v1
 
 Act 2: guarded Update (UPDATE ... WHERE id = ? AND version = ?)
-  writer 1 reads:   map[a_field:a_value] (version 1)
-  writer 2 reads:   map[a_field:a_value] (version 1)
-  writer 1 sets field1=value1, Update: ok, now at version 2
+  writer 1 reads:   map[a_field:a_value] (version v2)
+  writer 2 reads:   map[a_field:a_value] (version v2)
+  writer 1 sets field1=value1, Update: ok, now at version v3
   writer 2 sets field2=value2, Update: refused
     errors.Is(err, locking.ErrStaleData) = true
-    *locking.StaleDataError: Expected version 1, Actual version 2
-    writer 2's entity is left as it was: still at version 1
-  re-read:          map[a_field:a_value field1:value1] (version 2)
+    *locking.StaleDataError: Expected version v2, Actual version v3
+    writer 2's entity is left as it was: still at version v2
+  re-read:          map[a_field:a_value field1:value1] (version v3)
   => field1 kept, field2 not written: writer 2 must re-read and retry (act 3)
 
 Act 3: Mutate (retrying read-modify-write), two concurrent writers
   writer 1 Mutate sets field1=value1: ok
   writer 2 Mutate sets field2=value2: ok
-  attempts in all: 3 (both first attempts read version 1; the one that lost re-read and retried)
-  re-read:          map[a_field:a_value field1:value1 field2:value2] (version 3)
-  => both field1 and field2 kept; final version 3
+  attempts in all: 3 (both first attempts read the same version; the one that lost re-read and retried)
+  re-read:          map[a_field:a_value field1:value1 field2:value2] (version v4)
+  => both field1 and field2 kept; final version v4
 `
 
 // keyLines are the lines that carry the story, checked one by one so that a
 // failure names what went wrong before the whole output is compared.
 var keyLines = []struct{ act, line string }{
-	{"act 1: field1 lost", "  re-read:          map[a_field:a_value field2:value2] (version 1)"},
+	{"act 1: field1 lost", "  re-read:          map[a_field:a_value field2:value2] (version v1)"},
 	{"act 2: ErrStaleData", "    errors.Is(err, locking.ErrStaleData) = true"},
-	{"act 2: versions", "    *locking.StaleDataError: Expected version 1, Actual version 2"},
-	{"act 2: field1 kept", "  re-read:          map[a_field:a_value field1:value1] (version 2)"},
-	{"act 3: both fields", "  re-read:          map[a_field:a_value field1:value1 field2:value2] (version 3)"},
-	{"act 3: retried once", "  attempts in all: 3 (both first attempts read version 1; the one that lost re-read and retried)"},
+	{"act 2: versions", "    *locking.StaleDataError: Expected version v2, Actual version v3"},
+	{"act 2: field1 kept", "  re-read:          map[a_field:a_value field1:value1] (version v3)"},
+	{"act 3: both fields", "  re-read:          map[a_field:a_value field1:value1 field2:value2] (version v4)"},
+	{"act 3: retried once", "  attempts in all: 3 (both first attempts read the same version; the one that lost re-read and retried)"},
 }
 
 // check runs run on dsn and compares its output with want.

@@ -82,20 +82,40 @@ type Caps struct {
 	// in milliseconds since the Unix epoch (the actual time, not the
 	// transaction's start), used to judge lease expiry.
 	NowMillis string
-	features  map[Feature]Support
+	// SelfLockTimeout is an SQL condition that, added to a write's WHERE,
+	// sets the statement's own lock wait limit from one parameter (a
+	// PostgreSQL interval text such as "250ms") before the statement waits
+	// for any row; "" where the database has no such form. gormlock uses
+	// it to end a write's wait on the database before the caller's
+	// deadline, so that the outcome is "not applied" rather than unknown.
+	SelfLockTimeout string
+	// SingleWriter means the database lets one connection write at a
+	// time (SQLite): gormlock's writes queue for it in the process and
+	// wait for it in Go, where the context can end the wait.
+	SingleWriter bool
+	// BackslashEscapes means a backslash escapes the next character in a
+	// string literal (MySQL's default), which matters to a scanner that
+	// must know where a literal ends.
+	BackslashEscapes bool
+	features         map[Feature]Support
 }
 
 // table is the capability table. README.md ("Pessimistic locking") shows
 // the same table to users; TestREADMEMatchesTable keeps the two in step.
 var table = map[string]Caps{
-	Postgres: {Name: Postgres, NowMillis: "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT", features: map[Feature]Support{
-		RowLock:     {How: Native},
-		SharedLock:  {How: Native},
-		NoWait:      {How: Native},
-		LockTimeout: {How: Native},
-		SkipLocked:  {How: Native},
-	}},
-	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", features: map[Feature]Support{
+	Postgres: {Name: Postgres, NowMillis: "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+		// An uncorrelated sub-select runs once, before the scan: the
+		// setting is in force when the statement waits for a row lock, and
+		// is_local ends it with the statement's own transaction.
+		SelfLockTimeout: "(SELECT set_config('lock_timeout', ?, true)) IS NOT NULL",
+		features: map[Feature]Support{
+			RowLock:     {How: Native},
+			SharedLock:  {How: Native},
+			NoWait:      {How: Native},
+			LockTimeout: {How: Native},
+			SkipLocked:  {How: Native},
+		}},
+	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", SingleWriter: true, features: map[Feature]Support{
 		RowLock:     {How: WriteLock},
 		SharedLock:  {How: Unsupported, Why: "SQLite has no row locks; a shared lock cannot keep writers out without also excluding the other shared lockers"},
 		NoWait:      {How: WriteLock},

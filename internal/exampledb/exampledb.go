@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
@@ -57,4 +58,24 @@ func WithSearchPath(dsn, schema string) string {
 		}
 	}
 	return dsn + " search_path=" + schema
+}
+
+// Versions names record versions v1, v2, ... in the order a program first
+// prints them, so the example programs' output reads (and compares) the same
+// on every run: a real version is a clock reading such as 1795401280989319
+// (see "Versions" in package repository). The zero value is ready to use.
+type Versions struct{ names map[int64]string }
+
+// Name returns the name of version v: the same name every time, and a new
+// one (the next vN) the first time.
+func (n *Versions) Name(v int64) string {
+	if n.names == nil {
+		n.names = map[int64]string{}
+	}
+	name, ok := n.names[v]
+	if !ok {
+		name = "v" + strconv.Itoa(len(n.names)+1)
+		n.names[v] = name
+	}
+	return name
 }

@@ -66,7 +66,24 @@ func Open(t testing.TB, dialect string) *gorm.DB {
 // opened with opendb.SQLite.
 func SQLite(t testing.TB) *gorm.DB {
 	t.Helper()
-	db, err := opendb.SQLite(filepath.Join(t.TempDir(), "test.db"))
+	return sqliteAt(t, filepath.Join(t.TempDir(), "test.db"))
+}
+
+// OpenSQLiteFile opens (creating) the SQLite file at path with
+// opendb.SQLite and migrates it, for tests that open a second client of
+// the same file.
+func OpenSQLiteFile(t testing.TB, path string) *gorm.DB {
+	t.Helper()
+	db := sqliteAt(t, path)
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatalf("testdb: migrate %s: %v", path, err)
+	}
+	return db
+}
+
+func sqliteAt(t testing.TB, path string) *gorm.DB {
+	t.Helper()
+	db, err := opendb.SQLite(path)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}

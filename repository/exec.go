@@ -1,0 +1,174 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// How a write's outcome is told.
+//
+// Inside a transaction nothing is applied before COMMIT, so a statement's
+// error is definite: the transaction will not commit it (runTx classifies
+// the COMMIT). Outside a transaction a write statement commits by itself,
+// and an error can leave its outcome unknown — the statement was sent, then
+// the connection broke or the context ended before the answer. exec tells
+// the two apart (locking.ClassifyWrite) and, where it can, keeps a deadline
+// from producing an unknown outcome at all by bounding the wait on the
+// database instead: on PostgreSQL the statement sets its own lock_timeout a
+// little shorter than the time the context has left, so a write blocked on a
+// row lock fails there, definitely not applied; on SQLite the wait for the
+// write lock happens in Go (see sqlite.go) and the statement itself runs to
+// its end.
+
+// stmt is one write statement of a repository.
+type stmt struct {
+	text string
+	// bounded is text with one more parameter, last: the lock_timeout the
+	// statement sets for itself (PostgreSQL), or "" where the dialect
+	// bounds waits otherwise.
+	bounded string
+}
+
+// sendFunc sends one statement on pool and reads its result.
+type sendFunc func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error
+
+// store is a database as gormlock's calls use it: the repositories, and the
+// package-level calls that take a *gorm.DB.
+type store struct {
+	db    *gorm.DB // a session without GORM's default write transaction
+	sqlDB *sql.DB  // identity of the database, to match transactions in ctx
+	caps  dialect.Caps
+}
+
+// storeOf returns the store of db, or an error for a database gormlock does
+// not support.
+func storeOf(db *gorm.DB, op string) (store, error) {
+	if db == nil {
+		return store{}, locking.Invalid("%s: db is nil", op)
+	}
+	name := db.Dialector.Name()
+	caps, ok := dialect.Lookup(name)
+	if !ok {
+		return store{}, fmt.Errorf("%w: %s: dialect %q (gormlock supports %s)", locking.ErrNotSupported, op, name, strings.Join(dialect.Names(), " and "))
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return store{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return store{
+		db:    db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
+		sqlDB: sqlDB,
+		caps:  caps,
+	}, nil
+}
+
+// conn returns the database or the transaction for ctx, and whether it is a
+// transaction.
+func (s store) conn(ctx context.Context) (*gorm.DB, bool) {
+	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == s.sqlDB {
+		return st.tx, true
+	}
+	return s.db, false
+}
+
+// exec runs the write statement st with args: in the transaction of ctx
+// when there is one, otherwise as a statement that commits by itself. The
+// error is classified; outside a transaction it matches
+// locking.ErrCommitUnknown when the statement may have been applied although
+// it failed.
+func (s store) exec(ctx context.Context, st stmt, args []any, send sendFunc) error {
+	if db, inTx := s.conn(ctx); inTx {
+		return locking.Classify(send(ctx, db.Statement.ConnPool, st.text, args))
+	}
+	return s.autocommit(ctx, st, args, send)
+}
+
+// execResult is exec for a statement whose result is its rows affected.
+func (s store) execResult(ctx context.Context, st stmt, args []any) (n int64, err error) {
+	err = s.exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		res, err := pool.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// autocommit runs st outside a transaction (see exec).
+func (s store) autocommit(ctx context.Context, st stmt, args []any, send sendFunc) error {
+	if err := ctx.Err(); err != nil {
+		return err // nothing was sent
+	}
+	if s.caps.SingleWriter {
+		return s.autocommitSQLite(ctx, st, args, send, lockWait{})
+	}
+	query := st.text
+	timeout, bounded := lockTimeoutFor(ctx)
+	if bounded && st.bounded != "" {
+		query = st.bounded
+		args = append(args[:len(args):len(args)], timeout)
+	}
+	err := send(ctx, s.db.Statement.ConnPool, query, args)
+	if err == nil {
+		return nil
+	}
+	err = locking.ClassifyWrite(err)
+	var de *locking.DatabaseError
+	if query == st.bounded && errors.As(err, &de) && de.Kind == locking.ErrLocked {
+		// The statement's own lock_timeout, derived from the deadline.
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded,
+			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err})
+	}
+	return err
+}
+
+// autocommitSQLite runs st on a connection of its own once it may take the
+// write lock. SQLite runs statements in the process: whatever the error,
+// the statement did not apply, so every error is definite.
+func (s store) autocommitSQLite(ctx context.Context, st stmt, args []any, send sendFunc, w lockWait) error {
+	c, err := takeSQLite(ctx, s.sqlDB, w)
+	if err != nil {
+		return err
+	}
+	defer c.release(ctx)
+	return c.lockSQLite(ctx, w, func() error {
+		return locking.Classify(send(ctx, c.conn, st.text, args))
+	})
+}
+
+// lockTimeoutFor returns the lock_timeout a statement sent now should set
+// so that the database gives up before ctx's deadline and says so: the time
+// left minus a margin for the answer to come back (a fifth of it, between
+// 5 ms and 1 s). ok is false without a deadline.
+func lockTimeoutFor(ctx context.Context) (string, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return "", false
+	}
+	left := time.Until(dl)
+	margin := min(max(left/5, 5*time.Millisecond), time.Second)
+	return strconv.FormatInt(max(int64((left-margin)/time.Millisecond), 1), 10) + "ms", true
+}
+
+// queryRowScan is a sendFunc that reads one row into dest; no row gives
+// sql.ErrNoRows.
+func queryRowScan(dest ...any) sendFunc {
+	return func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		return pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+	}
+}
+
+// isNoRows reports a query that found no row.
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,321 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// SQLite's write lock, waited for in Go.
+//
+// SQLite lets one connection write at a time, and the driver waits for the
+// lock in SQLite's busy handler: a C loop that sleeps and polls, cannot be
+// interrupted by a context, and serves waiters in no particular order (a
+// waiter can lose the lock again and again). gormlock therefore waits in Go:
+//
+//   - writers in this process queue at a gate per database, first come first
+//     served, and leave the queue when their context ends;
+//   - the writer at the head takes the lock with the connection's busy
+//     timeout set to 0, and when another process (or a connection gormlock
+//     does not manage) holds it, tries again after short sleeps that end with
+//     the context, for at most the busy timeout the connection was opened
+//     with (or what NoWait or LockTimeout ask for).
+//
+// Every gormlock write on SQLite goes through it: a statement outside a
+// transaction for the statement's length, a transaction (RunInTx,
+// MutateLocked, ...) from BEGIN IMMEDIATE to COMMIT.
+
+// sqliteGate is one database's queue of writers in this process.
+type sqliteGate struct {
+	sem *semaphore.Weighted
+	// busyMS is the busy_timeout the database's connections were opened
+	// with, in milliseconds; -1 until read.
+	busyMS atomic.Int64
+}
+
+var sqliteGates sync.Map // weak.Pointer[sql.DB] -> *sqliteGate
+
+// gateOf returns the gate of the database behind sqlDB. The entry goes
+// away when sqlDB is garbage collected.
+func gateOf(sqlDB *sql.DB) *sqliteGate {
+	key := weak.Make(sqlDB)
+	if g, ok := sqliteGates.Load(key); ok {
+		return g.(*sqliteGate)
+	}
+	g := &sqliteGate{sem: semaphore.NewWeighted(1)}
+	g.busyMS.Store(-1)
+	if actual, loaded := sqliteGates.LoadOrStore(key, g); loaded {
+		return actual.(*sqliteGate)
+	}
+	runtime.AddCleanup(sqlDB, func(k weak.Pointer[sql.DB]) { sqliteGates.Delete(k) }, key)
+	return g
+}
+
+// lockWait bounds a wait for a lock: not at all (nowait), at most limit, or
+// (both zero) as long as the connection's own busy timeout.
+type lockWait struct {
+	nowait bool
+	limit  time.Duration
+}
+
+// enter waits for the writer's turn in this process; ctx ends the wait.
+func (g *sqliteGate) enter(ctx context.Context, w lockWait) error {
+	if w.nowait {
+		if g.sem.TryAcquire(1) {
+			return nil
+		}
+		return &locking.DatabaseError{Kind: locking.ErrLocked, Code: "SQLITE_BUSY",
+			Err: errors.New("another writer of this process holds SQLite's write lock")}
+	}
+	if w.limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.limit, errLockWaitOver)
+		defer cancel()
+		if err := g.sem.Acquire(ctx, 1); err != nil {
+			if errors.Is(context.Cause(ctx), errLockWaitOver) {
+				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: "SQLITE_BUSY", Err: errLockWaitOver}
+			}
+			return err
+		}
+		return nil
+	}
+	return g.sem.Acquire(ctx, 1)
+}
+
+var errLockWaitOver = errors.New("waited the lock timeout for SQLite's write lock")
+
+func (g *sqliteGate) leave() { g.sem.Release(1) }
+
+// busyTimeout returns the busy_timeout of conn's database in milliseconds,
+// read from the first connection gormlock uses and kept: the connections of
+// one pool are opened alike.
+func (g *sqliteGate) busyTimeout(ctx context.Context, conn *sql.Conn) (int64, error) {
+	if ms := g.busyMS.Load(); ms >= 0 {
+		return ms, nil
+	}
+	var ms int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+		return 0, fmt.Errorf("reading busy_timeout: %w", locking.Classify(err))
+	}
+	g.busyMS.Store(ms)
+	return ms, nil
+}
+
+// sqliteConn is a connection taken for one write or one transaction: it
+// holds the turn at the gate until release.
+type sqliteConn struct {
+	gate *sqliteGate
+	conn *sql.Conn
+	busy int64 // the connection's busy_timeout to restore, ms
+	// bad marks the connection as unusable (its settings or its
+	// transaction could not be restored): release drops it from the pool.
+	bad bool
+}
+
+// takeSQLite waits at the gate for the writer's turn, then takes a
+// connection and sets its busy_timeout to 0 so that waiting for the write
+// lock happens in lockSQLite, in Go. An error means nothing was sent.
+func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, error) {
+	g := gateOf(sqlDB)
+	if err := g.enter(ctx, w); err != nil {
+		return nil, err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		g.leave()
+		return nil, locking.Classify(err)
+	}
+	c := &sqliteConn{gate: g, conn: conn}
+	if c.busy, err = g.busyTimeout(ctx, conn); err == nil {
+		_, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0")
+	}
+	if err != nil {
+		c.bad = true
+		c.release(ctx)
+		return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+	}
+	return c, nil
+}
+
+// lockSQLite runs step, a statement that takes SQLite's write lock (a write,
+// or BEGIN IMMEDIATE), until the lock was free for it: while another
+// connection holds the lock, step fails with SQLITE_BUSY having done
+// nothing, and is run again after a short sleep. It gives up when w's bound
+// (or the connection's busy timeout) has passed, with step's SQLITE_BUSY
+// error (ErrLockTimeout under LockTimeout), or when ctx ends, with ctx's
+// error; either way nothing was done.
+func (c *sqliteConn) lockSQLite(ctx context.Context, w lockWait, step func() error) error {
+	limit := w.limit
+	if limit == 0 {
+		limit = time.Duration(c.busy) * time.Millisecond
+	}
+	deadline := time.Now().Add(limit)
+	sleep := 500 * time.Microsecond
+	for {
+		err := step()
+		if !locking.IsSQLiteBusy(err) {
+			return err
+		}
+		if w.nowait || !time.Now().Before(deadline) {
+			err = locking.Classify(err)
+			var de *locking.DatabaseError
+			if w.limit > 0 && errors.As(err, &de) {
+				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err}
+			}
+			return err
+		}
+		d := min(sleep/2+rand.N(sleep/2+1), time.Until(deadline))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for SQLite's write lock: %w", ctx.Err())
+		}
+		sleep = min(2*sleep, 16*time.Millisecond)
+	}
+}
+
+// restoreBusy gives the connection its busy_timeout back (inside or outside
+// a transaction: it is a connection setting).
+func (c *sqliteConn) restoreBusy(ctx context.Context) error {
+	if c.busy < 0 {
+		return nil
+	}
+	if _, err := c.conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = "+strconv.FormatInt(c.busy, 10)); err != nil {
+		c.bad = true
+		return fmt.Errorf("restoring busy_timeout: %w", locking.Classify(err))
+	}
+	c.busy = -1
+	return nil
+}
+
+// release restores the connection's settings, returns it to the pool (or
+// drops it when it cannot be trusted any more) and passes the turn on.
+func (c *sqliteConn) release(ctx context.Context) {
+	if !c.bad {
+		_ = c.restoreBusy(ctx)
+	}
+	if c.bad {
+		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = c.conn.Close()
+	c.gate.leave()
+}
+
+// sqliteTx is a transaction gormlock began on SQLite with BEGIN IMMEDIATE,
+// on a connection of its own. It implements gorm.ConnPool and
+// gorm.TxCommitter, so GORM treats it as the transaction it is (nested
+// db.Transaction calls use savepoints).
+type sqliteTx struct {
+	*sqliteConn
+	done bool
+}
+
+// beginSQLite begins a write transaction: it waits for the writer's turn in
+// the process and for the write lock (BEGIN IMMEDIATE), both bounded by w
+// and ctx. ReadOnly transactions begin DEFERRED and wait for nobody.
+func beginSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait, readOnly bool) (*sqliteTx, error) {
+	if readOnly {
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			return nil, locking.Classify(err)
+		}
+		c := &sqliteConn{conn: conn, busy: -1}
+		if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+			_ = conn.Close()
+			return nil, locking.Classify(err)
+		}
+		return &sqliteTx{sqliteConn: c}, nil
+	}
+	c, err := takeSQLite(ctx, sqlDB, w)
+	if err != nil {
+		return nil, err
+	}
+	err = c.lockSQLite(ctx, w, func() error {
+		_, err := c.conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		return err
+	})
+	if err == nil {
+		// The transaction holds the write lock: statements in it never
+		// wait for it again, and the application's own statements in it
+		// should see the connection as it was opened.
+		err = c.restoreBusy(ctx)
+		if err != nil {
+			_, _ = c.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}
+	if err != nil {
+		c.release(ctx)
+		return nil, err
+	}
+	return &sqliteTx{sqliteConn: c}, nil
+}
+
+// Commit commits. It is not interrupted by the caller's context: SQLite
+// commits in the process, quickly, and a COMMIT left half-way would make the
+// outcome unknown.
+func (t *sqliteTx) Commit() error { return t.end("COMMIT") }
+
+// Rollback rolls back.
+func (t *sqliteTx) Rollback() error { return t.end("ROLLBACK") }
+
+func (t *sqliteTx) end(stmt string) error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	t.done = true
+	_, err := t.conn.ExecContext(context.Background(), stmt)
+	if err != nil && stmt == "COMMIT" {
+		// A failed COMMIT leaves the transaction open on SQLite.
+		if _, rerr := t.conn.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+			t.bad = true
+		}
+	} else if err != nil {
+		t.bad = true
+	}
+	if t.gate != nil {
+		t.release(context.Background())
+	} else {
+		if t.bad {
+			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = t.conn.Close()
+	}
+	return err
+}
+
+// The gorm.ConnPool methods, on the transaction's connection.
+
+// ExecContext implements gorm.ConnPool.
+func (t *sqliteTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext implements gorm.ConnPool.
+func (t *sqliteTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext implements gorm.ConnPool.
+func (t *sqliteTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.conn.QueryRowContext(ctx, query, args...)
+}
+
+// PrepareContext implements gorm.ConnPool.
+func (t *sqliteTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return t.conn.PrepareContext(ctx, query)
+}
