@@ -2,7 +2,8 @@
 // supported dialect (sqlite/, postgres/), embedded in the binary and applied
 // with pressly/goose. Version 1 creates the example models' tables (accounts,
 // documents); version 2 the work-queue example's (jobs);
-// version 3 the lease table (gormlock_leases).
+// version 3 the lease table (gormlock_leases); version 4 the operation table
+// (gormlock_operations).
 //
 //	if err := migrations.Up(ctx, db); err != nil { ... }
 //

@@ -37,11 +37,11 @@ func requireVersion(t *testing.T, db *gorm.DB, want int64) {
 }
 
 // latest is the newest migration version.
-const latest = 3
+const latest = 4
 
 func requireTables(t *testing.T, db *gorm.DB, want bool) {
 	t.Helper()
-	for _, table := range []string{"accounts", "documents", "jobs", "gormlock_leases"} {
+	for _, table := range []string{"accounts", "documents", "jobs", "gormlock_leases", "gormlock_operations"} {
 		require.Equal(t, want, db.Migrator().HasTable(table), "table %s exists", table)
 	}
 }
@@ -281,7 +281,7 @@ func TestFS(t *testing.T) {
 			for _, e := range entries {
 				names = append(names, e.Name())
 			}
-			assert.Equal(t, []string{"00001_example_models.sql", "00002_jobs.sql", "00003_leases.sql"}, names)
+			assert.Equal(t, []string{"00001_example_models.sql", "00002_jobs.sql", "00003_leases.sql", "00004_operations.sql"}, names)
 			for _, name := range names {
 				body, err := fs.ReadFile(fsys, name)
 				require.NoError(t, err)

@@ -135,7 +135,7 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	table, pk := quote(m.table), quote(m.pk.DBName)
 	key := "CAST(" + table + "." + pk + " AS TEXT)"
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
-	w := func(s string) stmt { return leaseStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
+	w := func(s string) stmt { return boundStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
 	const held = `resource = ? AND record_key = ? AND token_hash = ? AND fence = ? AND expires_ms > NOW`
 	return &leaseSQL{
 		// Take the lease of an existing record when its lease row is
@@ -162,11 +162,11 @@ AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable +
 	}
 }
 
-// leaseStmt turns s, a write with ? placeholders and a {bound} mark where
+// boundStmt turns s, a write with ? placeholders and a {bound} mark where
 // the WHERE clause ends after its last placeholder, into a stmt: the text
 // without the mark, and the bounded form with the dialect's SelfLockTimeout
 // condition there (its parameter the last).
-func leaseStmt(db *gorm.DB, caps dialect.Caps, s string) stmt {
+func boundStmt(db *gorm.DB, caps dialect.Caps, s string) stmt {
 	st := stmt{text: rebind(db, strings.Replace(s, "{bound}", "", 1))}
 	if caps.SelfLockTimeout != "" {
 		st.bounded = rebind(db, strings.Replace(s, "{bound}", " AND "+caps.SelfLockTimeout, 1))
@@ -463,13 +463,13 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 // written — a holder that paused past its lease can never overwrite the work
 // of the holder that came after it. The version guard applies as in Update.
 func (r *Repository[T]) UpdateWithLease(ctx context.Context, e *T, l *Lease) error {
-	return r.writeWithLease(ctx, e, l, "UpdateWithLease", r.Update)
+	return r.writeWithLease(ctx, e, l, "UpdateWithLease", func(ctx context.Context, e *T) error { return r.Update(ctx, e) })
 }
 
 // DeleteWithLease deletes e with Delete and ends the lease, in one
 // transaction, refusing like UpdateWithLease.
 func (r *Repository[T]) DeleteWithLease(ctx context.Context, e *T, l *Lease) error {
-	return r.writeWithLease(ctx, e, l, "DeleteWithLease", r.Delete)
+	return r.writeWithLease(ctx, e, l, "DeleteWithLease", func(ctx context.Context, e *T) error { return r.Delete(ctx, e) })
 }
 
 func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) error {
@@ -524,7 +524,7 @@ func ReleaseOwner(ctx context.Context, db *gorm.DB, owner string) (int64, error)
 	if owner == "" {
 		return 0, locking.Invalid("ReleaseOwner: owner is empty")
 	}
-	n, err := s.execResult(ctx, leaseStmt(db, s.caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.caps.NowMillis)), []any{owner})
+	n, err := s.execResult(ctx, boundStmt(db, s.caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.caps.NowMillis)), []any{owner})
 	if err != nil {
 		return 0, fmt.Errorf("ReleaseOwner: %w", err)
 	}

@@ -77,10 +77,10 @@ func ForShare() LockOption {
 
 // Locking passes lock options to MutateLocked.
 func Locking(opts ...LockOption) MutateOption {
-	return func(c *mutateConfig) error {
+	return mutateFunc(func(c *mutateConfig) error {
 		c.lock = append(c.lock, opts...)
 		return nil
-	}
+	})
 }
 
 // lockConfig applies opts and checks them against the database's
@@ -467,14 +467,15 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 		out = e
 		return nil
 	}
+	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, "mutate", id, attempt, &out) }
 	attempts := 0
 	if _, inTx := r.conn(ctx); inTx {
 		attempts = 1
-		err = attempt(ctx)
+		err = keyed(ctx)
 	} else {
-		err = locking.OnError(ctx, cfg.retry, isLockRetryable, func(ctx context.Context) error {
+		err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isLockRetryable), func(ctx context.Context) error {
 			attempts++
-			return r.lockedTx(ctx, lc, attempt)
+			return r.lockedTx(ctx, lc, keyed)
 		})
 	}
 	if cfg.attempts != nil {

@@ -9,52 +9,6 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// MutateOption adjusts one Mutate or Upsert call.
-type MutateOption func(*mutateConfig) error
-
-type mutateConfig struct {
-	retry    locking.RetryPolicy
-	attempts *int
-	lock     []LockOption // MutateLocked only
-}
-
-// Retry sets the retry policy of this call, overriding the repository's. An
-// invalid policy gives an error matching locking.ErrInvalidArgument.
-func Retry(p locking.RetryPolicy) MutateOption {
-	return func(c *mutateConfig) error {
-		if err := p.Validate(); err != nil {
-			return err
-		}
-		c.retry = p
-		return nil
-	}
-}
-
-// Attempts stores in *n how many attempts the call ran, for metrics and
-// tests.
-func Attempts(n *int) MutateOption {
-	return func(c *mutateConfig) error {
-		if n == nil {
-			return locking.Invalid("Attempts: nil pointer")
-		}
-		c.attempts = n
-		return nil
-	}
-}
-
-func (r *Repository[T]) mutateConfig(opts []MutateOption) (mutateConfig, error) {
-	c := mutateConfig{retry: r.retry}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
-}
-
 // abortError marks an error returned by the caller's function, so that it is
 // never mistaken for a conflict and retried.
 type abortError struct{ err error }
@@ -88,7 +42,7 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 	if fn == nil {
 		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)
 	}
-	return r.Upsert(ctx, id, nil, fn, opts...)
+	return r.upsert(ctx, id, nil, fn, "mutate", opts)
 }
 
 // Upsert is the seed's "addOrUpdate": it loads record id, or when it does not
@@ -111,7 +65,20 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 // PostgreSQL that does not advance the identity sequence, so a later Create
 // with a zero key can collide with it: use Upsert with keys the application
 // chooses.
+//
+// With OpKey (for Mutate too), each attempt writes and records the key in
+// one transaction, so the call applies at most once however often it is
+// repeated: a repeat of an applied call returns the record as it is now
+// (the first call's write, and any later ones) without calling mutate's
+// write again, and an attempt whose outcome was unknown
+// (locking.ErrCommitUnknown) is retried — safely, since the key tells. Without
+// a key an unknown outcome is returned, never retried.
 func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, opts ...MutateOption) (*T, error) {
+	return r.upsert(ctx, id, create, mutate, "upsert", opts)
+}
+
+// upsert is Upsert and Mutate; kind names the call for operation keys.
+func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, kind string, opts []MutateOption) (*T, error) {
 	if mutate == nil {
 		return nil, locking.Invalid("%s: Upsert: mutate is nil", r.m.table)
 	}
@@ -137,9 +104,7 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 		defer r.turns.give(tu)
 	}
 	var out *T
-	attempts := 0
-	err = locking.OnError(ctx, cfg.retry, isConflict, func(ctx context.Context) error {
-		attempts++
+	attempt := func(ctx context.Context) error {
 		e, err := r.Get(ctx, id)
 		created := false
 		switch {
@@ -183,6 +148,11 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 		}
 		out = e
 		return nil
+	}
+	attempts := 0
+	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isConflict), func(ctx context.Context) error {
+		attempts++
+		return r.withOpKey(ctx, cfg.op, kind, id, attempt, &out)
 	})
 	if cfg.attempts != nil {
 		*cfg.attempts = attempts
@@ -206,6 +176,45 @@ func (e *conflictError) Error() string {
 	return "gormlock: stale data: lost a race with another writer: " + e.err.Error()
 }
 func (e *conflictError) Unwrap() []error { return []error{locking.ErrStaleData, e.err} }
+
+// retriable returns which errors an attempt of a call with cfg may be
+// re-run after: those retry says, and with an operation key an unknown
+// outcome too, while ctx lasts — the key makes the repeat safe.
+func (r *Repository[T]) retriable(ctx context.Context, cfg mutateConfig, retry func(error) bool) func(error) bool {
+	if cfg.op == nil {
+		return retry
+	}
+	return func(err error) bool {
+		if _, ok := err.(*abortError); ok {
+			return false
+		}
+		return retry(err) || (errors.Is(err, locking.ErrCommitUnknown) && ctx.Err() == nil)
+	}
+}
+
+// withOpKey runs attempt, which writes record id and stores it in *out;
+// with an operation key, as an operation (runOp), and a repeat of an applied
+// operation stores the record as it is now in *out instead.
+func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kind string, id any, attempt func(context.Context) error, out **T) error {
+	if k == nil {
+		return attempt(ctx)
+	}
+	prior, err := r.runOp(ctx, *k, kind, keyString(id), func(ctx context.Context) (string, int64, error) {
+		if err := attempt(ctx); err != nil {
+			return "", 0, err
+		}
+		return keyString(id), r.versionOf(ctx, reflectElem(*out)), nil
+	})
+	if err != nil || prior == nil {
+		return err
+	}
+	e, err := r.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%s: operation %q was applied (version %d); reading the record now: %w", r.m.table, k.key, prior.Version, err)
+	}
+	*out = e
+	return nil
+}
 
 // isConflict reports whether an attempt lost a race and may be re-run. An
 // error from the caller's function is never retried, whatever it wraps.

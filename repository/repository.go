@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -19,14 +20,17 @@ type Repository[T any] struct {
 	retry  locking.RetryPolicy
 	leases *leaseLimits // nil without WithLeases
 	turns  *turns       // Mutate's per-record queue in this process
+	// opRetention is how long operation keys are remembered.
+	opRetention time.Duration
 }
 
 // Option configures a Repository in New.
 type Option func(*options) error
 
 type options struct {
-	retry  locking.RetryPolicy
-	leases *leaseLimits
+	retry       locking.RetryPolicy
+	leases      *leaseLimits
+	opRetention time.Duration
 }
 
 // WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
@@ -53,7 +57,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if db == nil {
 		return nil, locking.Invalid("repository: db is nil")
 	}
-	o := options{retry: locking.DefaultRetryPolicy()}
+	o := options{retry: locking.DefaultRetryPolicy(), opRetention: DefaultOperationRetention}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -72,11 +76,12 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		return nil, err
 	}
 	return &Repository[T]{
-		store:  st,
-		m:      m,
-		retry:  o.retry,
-		leases: o.leases,
-		turns:  &turns{},
+		store:       st,
+		m:           m,
+		retry:       o.retry,
+		leases:      o.leases,
+		turns:       &turns{},
+		opRetention: o.opRetention,
 	}, nil
 }
 

@@ -30,7 +30,13 @@ import (
 //
 // Outside a transaction the insert commits by itself; an error matching
 // locking.ErrCommitUnknown means it may have been applied (see Update).
-func (r *Repository[T]) Create(ctx context.Context, e *T) error {
+// With OpKey, repeating the call applies it once: a repeat stores in e the
+// key and version the first call gave the record.
+func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) error {
+	wc, err := writeConfigOf(opts)
+	if err != nil {
+		return err
+	}
 	rv, err := r.entityValue(e)
 	if err != nil {
 		return err
@@ -62,13 +68,52 @@ func (r *Repository[T]) Create(ctx context.Context, e *T) error {
 		// equals what a later Get returns.
 		v.Set(reflect.ValueOf(ts.UTC().Truncate(time.Microsecond)))
 	}
-	err = r.store.exec(ctx, stmt{}, nil, func(ctx context.Context, pool gorm.ConnPool, _ string, _ []any) error {
-		return r.on(ctx, pool).Omit(clause.Associations).Create(e).Error
-	})
+	insert := func(ctx context.Context) error {
+		return r.store.exec(ctx, stmt{}, nil, func(ctx context.Context, pool gorm.ConnPool, _ string, _ []any) error {
+			return r.on(ctx, pool).Omit(clause.Associations).Create(e).Error
+		})
+	}
+	if wc.op == nil {
+		err = insert(ctx)
+	} else {
+		recordKey := ""
+		if !zeroID {
+			recordKey = keyString(id)
+		}
+		var prior *Operation
+		prior, err = r.runOp(ctx, *wc.op, "create", recordKey, func(ctx context.Context) (string, int64, error) {
+			if err := insert(ctx); err != nil {
+				return "", 0, err
+			}
+			key, _ := r.idOf(ctx, rv)
+			return keyString(key), r.versionOf(ctx, rv), nil
+		})
+		if err == nil && prior != nil {
+			*e = saved
+			err = r.repeated(ctx, rv, prior)
+		}
+	}
 	if err != nil {
 		*e = saved
 		return fmt.Errorf("%s: Create id=%v: %w", r.m.table, id, err)
 	}
+	return nil
+}
+
+// repeated stores in the entity what the first call with the same
+// operation key gave the record: its key (when the database assigned it)
+// and its version.
+func (r *Repository[T]) repeated(ctx context.Context, rv reflect.Value, prior *Operation) error {
+	if _, zero := r.idOf(ctx, rv); zero {
+		id, err := r.ParseID(prior.RecordKey)
+		if err != nil {
+			return err
+		}
+		if err := r.m.pk.Set(ctx, rv, id); err != nil {
+			return err
+		}
+	}
+	r.setVersion(ctx, rv, prior.Version)
 	return nil
 }
 
@@ -104,8 +149,13 @@ func (r *Repository[T]) on(ctx context.Context, pool gorm.ConnPool) *gorm.DB {
 // SQLite's write lock is waited for in Go), so a write stuck behind a lock
 // fails definitely — an error matching locking.ErrLockTimeout and
 // context.DeadlineExceeded — instead of with an unknown outcome.
-func (r *Repository[T]) Update(ctx context.Context, e *T) error {
-	return r.guardedWrite(ctx, e, r.m.update, "Update")
+//
+// With OpKey the write and the key's record commit together: repeating the
+// call with the same key (after an unknown outcome, say) applies it at most
+// once — a repeat of an applied write returns nil and sets e's version to
+// the one the first call wrote. See OpKey and LookupOperation.
+func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...WriteOption) error {
+	return r.guardedWrite(ctx, e, r.m.update, "Update", opts)
 }
 
 // ForceIncrement advances e's version (and sets its update time) without
@@ -114,14 +164,18 @@ func (r *Repository[T]) Update(ctx context.Context, e *T) error {
 // changed, so that a concurrent writer of the root, or an HTTP client
 // holding the root's ETag, sees the change. Errors are those of Update; on
 // error e is left as it was. Other fields of e are not written, even if they
-// were changed in memory.
-func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T) error {
-	return r.guardedWrite(ctx, e, r.m.bump, "ForceIncrement")
+// were changed in memory. It takes OpKey as Update does.
+func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T, opts ...WriteOption) error {
+	return r.guardedWrite(ctx, e, r.m.bump, "ForceIncrement", opts)
 }
 
 // guardedWrite runs Update's or ForceIncrement's statement for e and records
 // the write in e.
-func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, s stmt, method string) error {
+func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, s stmt, method string, opts []WriteOption) error {
+	wc, err := writeConfigOf(opts)
+	if err != nil {
+		return err
+	}
 	rv, err := r.entityValue(e)
 	if err != nil {
 		return err
@@ -130,7 +184,24 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, s stmt, method s
 	if err != nil {
 		return err
 	}
-	w, err := r.execWrite(ctx, s, rv, id, expected, method)
+	var w write
+	if wc.op == nil {
+		w, err = r.execWrite(ctx, s, rv, id, expected, method)
+	} else {
+		kind := "update"
+		if method == "ForceIncrement" {
+			kind = "force-increment"
+		}
+		var prior *Operation
+		prior, err = r.runOp(ctx, *wc.op, kind, keyString(id), func(ctx context.Context) (string, int64, error) {
+			var err error
+			w, err = r.execWrite(ctx, s, rv, id, expected, method)
+			return keyString(id), w.version, err
+		})
+		if err == nil && prior != nil {
+			return r.repeated(ctx, rv, prior)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -268,8 +339,13 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 // does: a *locking.StaleDataError when the record is at another version, an
 // error matching locking.ErrNotFound when it does not exist, and
 // locking.ErrInvalidArgument for an entity at version 0 or without a key.
-// Its outcome outside a transaction is told as Update's is.
-func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
+// Its outcome outside a transaction is told as Update's is, and it takes
+// OpKey as Update does (a repeat of an applied delete returns nil).
+func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...WriteOption) error {
+	wc, err := writeConfigOf(opts)
+	if err != nil {
+		return err
+	}
 	rv, err := r.entityValue(e)
 	if err != nil {
 		return err
@@ -281,11 +357,20 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T) error {
 	if err := r.checkIsolation(ctx, "Delete"); err != nil {
 		return err
 	}
-	n, err := r.execResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, 4), id, expected))
-	if err != nil {
-		return fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
+	del := func(ctx context.Context) error {
+		n, err := r.execResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, 4), id, expected))
+		if err != nil {
+			return fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
+		}
+		return r.checkAffected(ctx, n, id, expected, "delete")
 	}
-	return r.checkAffected(ctx, n, id, expected, "delete")
+	if wc.op == nil {
+		return del(ctx)
+	}
+	_, err = r.runOp(ctx, *wc.op, "delete", keyString(id), func(ctx context.Context) (string, int64, error) {
+		return keyString(id), 0, del(ctx)
+	})
+	return err
 }
 
 // guardOf returns the key and version a guarded write needs, refusing an
