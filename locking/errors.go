@@ -57,6 +57,12 @@ var (
 	// error also matches the last attempt's error.
 	ErrRetriesExhausted = errors.New("gormlock: retries exhausted")
 
+	// ErrOperationKeyReused means an operation key (repository.OpKey) was
+	// given with another write than the one it was first used for: another
+	// table, record, kind of write or fingerprint. Errors matching it match
+	// ErrInvalidArgument too.
+	ErrOperationKeyReused = errors.New("gormlock: operation key reused for another write")
+
 	// ErrCommitUnknown means a write's outcome is unknown: its COMMIT, or
 	// its statement outside a transaction (which commits by itself), was
 	// sent, and then the connection broke or the context ended before the

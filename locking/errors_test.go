@@ -15,17 +15,18 @@ import (
 // sentinels lists every sentinel, to check that each typed error matches its
 // own sentinel and no other.
 var sentinels = map[string]error{
-	"ErrStaleData":        locking.ErrStaleData,
-	"ErrNotFound":         locking.ErrNotFound,
-	"ErrAlreadyExists":    locking.ErrAlreadyExists,
-	"ErrInvalidArgument":  locking.ErrInvalidArgument,
-	"ErrLocked":           locking.ErrLocked,
-	"ErrLockTimeout":      locking.ErrLockTimeout,
-	"ErrDeadlock":         locking.ErrDeadlock,
-	"ErrSerialization":    locking.ErrSerialization,
-	"ErrNotSupported":     locking.ErrNotSupported,
-	"ErrRetriesExhausted": locking.ErrRetriesExhausted,
-	"ErrCommitUnknown":    locking.ErrCommitUnknown,
+	"ErrStaleData":          locking.ErrStaleData,
+	"ErrNotFound":           locking.ErrNotFound,
+	"ErrAlreadyExists":      locking.ErrAlreadyExists,
+	"ErrInvalidArgument":    locking.ErrInvalidArgument,
+	"ErrLocked":             locking.ErrLocked,
+	"ErrLockTimeout":        locking.ErrLockTimeout,
+	"ErrDeadlock":           locking.ErrDeadlock,
+	"ErrSerialization":      locking.ErrSerialization,
+	"ErrNotSupported":       locking.ErrNotSupported,
+	"ErrRetriesExhausted":   locking.ErrRetriesExhausted,
+	"ErrCommitUnknown":      locking.ErrCommitUnknown,
+	"ErrOperationKeyReused": locking.ErrOperationKeyReused,
 }
 
 // assertMatchesOnly checks that err matches exactly the named sentinels.

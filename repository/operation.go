@@ -54,7 +54,8 @@ type OperationKey struct {
 // A key is bound to its first use: the table, the record, the kind of write
 // (create, update, delete, force-increment, mutate, upsert) and the
 // fingerprint. Reusing it for another write is an error matching
-// locking.ErrInvalidArgument that names the first.
+// locking.ErrOperationKeyReused (and locking.ErrInvalidArgument) that names
+// the first.
 func OpKey(key string) OperationKey { return OperationKey{key: key} }
 
 // WithFingerprint returns k with a fingerprint: text that identifies the
@@ -68,6 +69,9 @@ func (k OperationKey) WithFingerprint(fp string) OperationKey {
 
 // Key returns the key.
 func (k OperationKey) Key() string { return k.key }
+
+// Fingerprint returns the fingerprint (see WithFingerprint).
+func (k OperationKey) Fingerprint() string { return k.fingerprint }
 
 func (k OperationKey) validate() error {
 	switch {
@@ -239,7 +243,8 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 		}
 		if prior.Table != r.m.table || prior.Kind != kind || prior.Fingerprint != k.fingerprint ||
 			(recordKey != "" && prior.RecordKey != recordKey) {
-			return nil, locking.Invalid("operation key %q was used for %s of %s id=%s; a key names one operation", k.key, prior.Kind, prior.Table, prior.RecordKey)
+			return nil, fmt.Errorf("%w: %w: operation key %q was used for %s of %s id=%s; a key names one operation",
+				locking.ErrInvalidArgument, locking.ErrOperationKeyReused, k.key, prior.Kind, prior.Table, prior.RecordKey)
 		}
 		return prior, nil
 	}

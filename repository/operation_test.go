@@ -155,6 +155,7 @@ func TestOpKeyRefusals(t *testing.T) {
 		} {
 			err := reuse()
 			require.ErrorIs(t, err, locking.ErrInvalidArgument, name)
+			require.ErrorIs(t, err, locking.ErrOperationKeyReused, name)
 			require.ErrorContains(t, err, `operation key "k1" was used for update of accounts`, name)
 		}
 		requireRow(t, db, b.ID, 10, b.Version)

@@ -31,7 +31,7 @@ import (
 // Outside a transaction the insert commits by itself; an error matching
 // locking.ErrCommitUnknown means it may have been applied (see Update).
 // With OpKey, repeating the call applies it once: a repeat stores in e the
-// key and version the first call gave the record.
+// record as it is now (see repeated).
 func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) error {
 	wc, err := writeConfigOf(opts)
 	if err != nil {
@@ -100,18 +100,23 @@ func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) e
 	return nil
 }
 
-// repeated stores in the entity what the first call with the same
-// operation key gave the record: its key (when the database assigned it)
-// and its version.
+// repeated answers a repeat of an applied operation prior: it stores in
+// the entity the record as it is now — what the first call wrote, and any
+// later writes — or, when the record is gone since, the key and the version
+// the first call gave it.
 func (r *Repository[T]) repeated(ctx context.Context, rv reflect.Value, prior *Operation) error {
-	if _, zero := r.idOf(ctx, rv); zero {
-		id, err := r.ParseID(prior.RecordKey)
-		if err != nil {
-			return err
-		}
-		if err := r.m.pk.Set(ctx, rv, id); err != nil {
-			return err
-		}
+	id, err := r.ParseID(prior.RecordKey)
+	if err != nil {
+		return err
+	}
+	if now, err := r.Get(ctx, id); err == nil {
+		rv.Set(reflect.ValueOf(now).Elem())
+		return nil
+	} else if !errors.Is(err, locking.ErrNotFound) {
+		return fmt.Errorf("operation %q was applied; reading the record: %w", prior.Key, err)
+	}
+	if err := r.m.pk.Set(ctx, rv, id); err != nil {
+		return err
 	}
 	r.setVersion(ctx, rv, prior.Version)
 	return nil
@@ -152,8 +157,9 @@ func (r *Repository[T]) on(ctx context.Context, pool gorm.ConnPool) *gorm.DB {
 //
 // With OpKey the write and the key's record commit together: repeating the
 // call with the same key (after an unknown outcome, say) applies it at most
-// once — a repeat of an applied write returns nil and sets e's version to
-// the one the first call wrote. See OpKey and LookupOperation.
+// once — a repeat of an applied write returns nil and stores in e the
+// record as it is now (the first call's write, and any later ones). See
+// OpKey and LookupOperation.
 func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...WriteOption) error {
 	return r.guardedWrite(ctx, e, r.m.update, "Update", opts)
 }

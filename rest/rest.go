@@ -36,10 +36,24 @@
 // Retry-After until the lease ends: it is not a conflict the client can
 // resolve by re-reading (409) nor a failed precondition (412) — the record
 // is checked out, and the same request will succeed once it is returned.
+//
+// POST, PUT and DELETE take an Idempotency-Key header (the IETF httpapi
+// draft's, as Stripe's API has it): the write is made with that operation
+// key (repository.OpKey), so a client that retries a request — after a
+// timeout, a dropped connection, a 500 — gets the first request's outcome
+// instead of applying it twice: a repeat of an applied PUT is 200 with the
+// record as it is now, of a POST 201 with its Location, of a DELETE 204,
+// even though If-Match no longer names the current version. The key is
+// bound to the request (method, path and body): the same key with another
+// request is 422. Keys are 1 to 200 printable ASCII characters, quoted (a
+// structured-field string) or not; IdempotencyScope keeps one client's keys
+// apart from another's.
 package rest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +81,7 @@ type config struct {
 	defaultLimit int
 	maxLimit     int
 	logError     func(r *http.Request, err error)
+	scope        func(r *http.Request) string
 }
 
 // Option configures a Handler in New.
@@ -106,6 +121,15 @@ func PageLimits(def, max int) Option {
 // server's log; the client gets no detail.
 func ErrorLog(f func(r *http.Request, err error)) Option {
 	return func(c *config) error { c.logError = f; return nil }
+}
+
+// IdempotencyScope sets the function that names whose Idempotency-Key a
+// request carries — the authenticated user or API client — so that two
+// clients choosing the same key never see each other's outcomes. Without
+// it every client shares one space of keys (still bound to the request:
+// the same key with another request is a 422).
+func IdempotencyScope(f func(r *http.Request) string) Option {
+	return func(c *config) error { c.scope = f; return nil }
 }
 
 // New returns the handler of repo.
@@ -233,7 +257,11 @@ func (h *Handler[T]) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
-	body, ok := h.decode(w, r)
+	body, raw, ok := h.decode(w, r)
+	if !ok {
+		return
+	}
+	key, ok := h.idempotencyKey(w, r, nil, raw)
 	if !ok {
 		return
 	}
@@ -254,7 +282,7 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.repo.Create(r.Context(), e); err != nil {
+	if err := h.repo.Create(r.Context(), e, key...); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -307,7 +335,11 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 	if !ok {
 		return
 	}
-	body, ok := h.decode(w, r)
+	body, raw, ok := h.decode(w, r)
+	if !ok {
+		return
+	}
+	key, ok := h.idempotencyKey(w, r, id, raw)
 	if !ok {
 		return
 	}
@@ -331,6 +363,9 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		_, version, _ = h.repo.Identity(cur)
 	}
 	if why := failedCondition(im, inm, exists, version); why != "" {
+		if h.replayed(w, r, key, id) {
+			return
+		}
 		h.preconditionFailedAt(w, exists, version, "%s", why)
 		return
 	}
@@ -346,7 +381,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			h.fail(w, r, err)
 			return
 		}
-		err = h.repo.Create(ctx, e)
+		err = h.repo.Create(ctx, e, key...)
 		if errors.Is(err, locking.ErrAlreadyExists) {
 			h.preconditionFailed(w, r, id, "the record was created meanwhile, and If-None-Match: * asked to create it only if absent")
 			return
@@ -358,6 +393,9 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		w.Header().Set("Location", requestPath(r))
 		h.send(w, http.StatusCreated, e)
 	case !exists:
+		if h.replayed(w, r, key, id) {
+			return
+		}
 		problem(w, http.StatusNotFound, "no such record")
 	case im.present && !im.any:
 		// The named version is current: the guarded write at that version.
@@ -365,7 +403,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			h.fail(w, r, err)
 			return
 		}
-		if err := h.repo.Update(ctx, cur); err != nil {
+		if err := h.repo.Update(ctx, cur, key...); err != nil {
 			h.writeFailed(w, r, id, err)
 			return
 		}
@@ -378,7 +416,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 				return errPrecondition
 			}
 			return h.repo.CopyWritable(cur, body)
-		})
+		}, mutateOpts(key)...)
 		switch {
 		case errors.Is(err, errPrecondition) || errors.Is(err, locking.ErrNotFound):
 			h.preconditionFailed(w, r, id, "the record changed and no longer meets If-None-Match, or was deleted")
@@ -399,6 +437,10 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 		problem(w, http.StatusPreconditionRequired, "a DELETE must carry If-Match with the ETag of the version it deletes")
 		return
 	}
+	key, ok := h.idempotencyKey(w, r, id, nil)
+	if !ok {
+		return
+	}
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		cur, err := h.repo.Get(ctx, id)
@@ -412,14 +454,20 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 			_, version, _ = h.repo.Identity(cur)
 		}
 		if why := failedCondition(im, inm, exists, version); why != "" {
+			if h.replayed(w, r, key, id) {
+				return
+			}
 			h.preconditionFailedAt(w, exists, version, "%s", why)
 			return
 		}
 		if !exists {
+			if h.replayed(w, r, key, id) {
+				return
+			}
 			problem(w, http.StatusNotFound, "no such record")
 			return
 		}
-		err = h.repo.Delete(ctx, cur)
+		err = h.repo.Delete(ctx, cur, key...)
 		// "Any version" (If-Match: *, or no If-Match when not strict):
 		// a concurrent change is no failed precondition, so re-read.
 		if errors.Is(err, locking.ErrStaleData) && (im.any || !im.present) && attempt < 10 {
@@ -450,26 +498,27 @@ func (h *Handler[T]) conditions(w http.ResponseWriter, r *http.Request) (im, inm
 }
 
 // decode reads a JSON object body into a new T, answering 415, 413 or 400.
-func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, bool) {
+// It returns the body's bytes too.
+func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, []byte, bool) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		w.Header().Set("Accept", "application/json")
 		problem(w, http.StatusUnsupportedMediaType, "the body must be application/json")
-		return nil, false
+		return nil, nil, false
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
-		return nil, false
+		return nil, nil, false
 	}
 	if err != nil {
 		problem(w, http.StatusBadRequest, "reading the body: %v", err)
-		return nil, false
+		return nil, nil, false
 	}
 	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		problem(w, http.StatusBadRequest, "the body must be a JSON object")
-		return nil, false
+		return nil, nil, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -482,9 +531,9 @@ func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, bool) {
 	}
 	if err != nil {
 		problem(w, http.StatusBadRequest, "malformed JSON body: %v", err)
-		return nil, false
+		return nil, nil, false
 	}
-	return &e, true
+	return &e, raw, true
 }
 
 // send writes e as JSON with its ETag.
@@ -535,6 +584,17 @@ func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
 		}
 		problem(w, http.StatusLocked, "the record is checked out (leased) until %s", lease.Until.UTC().Format(time.RFC3339))
+	case errors.Is(err, locking.ErrOperationKeyReused):
+		problem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used with another request")
+	case errors.Is(err, locking.ErrCommitUnknown):
+		if h.cfg.logError != nil {
+			h.cfg.logError(r, err)
+		}
+		detail := "the write's outcome is unknown (the database connection failed after it was sent)"
+		if r.Header.Get("Idempotency-Key") != "" {
+			detail += "; repeat the request with the same Idempotency-Key: it applies at most once"
+		}
+		problem(w, http.StatusInternalServerError, "%s", detail)
 	case errors.Is(err, locking.ErrInvalidArgument):
 		var de *locking.DatabaseError
 		if errors.As(err, &de) {
@@ -593,4 +653,90 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// maxIdempotencyKey is the longest Idempotency-Key, leaving room in an
+// operation key for the handler's prefix.
+const maxIdempotencyKey = 200
+
+// idempotencyKey returns the write option of the request's Idempotency-Key
+// (none without the header), bound to the request: its method, the
+// record's id (nil for a POST, whose id may be the server's) and body. A
+// malformed key is answered 400.
+func (h *Handler[T]) idempotencyKey(w http.ResponseWriter, r *http.Request, id any, body []byte) ([]repository.WriteOption, bool) {
+	vals := r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return nil, true
+	}
+	v := strings.TrimSpace(vals[0])
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1] // a structured-field string
+	}
+	ok := len(vals) == 1 && v != "" && len(v) <= maxIdempotencyKey
+	for i := 0; ok && i < len(v); i++ {
+		ok = v[i] >= 0x20 && v[i] <= 0x7e && v[i] != '"' && v[i] != '\\'
+	}
+	if !ok {
+		problem(w, http.StatusBadRequest, "Idempotency-Key must be one value of 1 to %d printable ASCII characters", maxIdempotencyKey)
+		return nil, false
+	}
+	scope := ""
+	if h.cfg.scope != nil {
+		scope = h.cfg.scope(r)
+	}
+	name := sha256.Sum256([]byte(h.repo.Table() + "\x00" + scope + "\x00" + v))
+	fp := sha256.New()
+	fmt.Fprintf(fp, "%s\n%v\n", r.Method, id)
+	fp.Write(body)
+	key := repository.OpKey("http " + hex.EncodeToString(name[:])).WithFingerprint(hex.EncodeToString(fp.Sum(nil)))
+	return []repository.WriteOption{key}, true
+}
+
+// mutateOpts passes the request's operation key, if any, to Mutate.
+func mutateOpts(key []repository.WriteOption) []repository.MutateOption {
+	var out []repository.MutateOption
+	for _, k := range key {
+		if m, ok := k.(repository.MutateOption); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// replayed answers a request whose precondition no longer holds because it
+// was applied already: a repeat of a keyed PUT or DELETE. It reports whether
+// it answered.
+func (h *Handler[T]) replayed(w http.ResponseWriter, r *http.Request, key []repository.WriteOption, id any) bool {
+	if len(key) == 0 {
+		return false
+	}
+	k := key[0].(repository.OperationKey)
+	op, err := repository.LookupOperation(r.Context(), h.repo.DB(r.Context()), k.Key())
+	if err != nil || op == nil || op.Table != h.repo.Table() {
+		return false
+	}
+	if op.Fingerprint != k.Fingerprint() {
+		problem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used with another request")
+		return true
+	}
+	switch {
+	case r.Method == http.MethodDelete:
+		w.WriteHeader(http.StatusNoContent)
+	case op.Kind == "create":
+		cur, err := h.repo.Get(r.Context(), id)
+		if err != nil {
+			h.fail(w, r, err)
+			return true
+		}
+		w.Header().Set("Location", requestPath(r))
+		h.send(w, http.StatusCreated, cur)
+	default:
+		cur, err := h.repo.Get(r.Context(), id)
+		if err != nil {
+			h.fail(w, r, err)
+			return true
+		}
+		h.send(w, http.StatusOK, cur)
+	}
+	return true
 }
