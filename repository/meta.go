@@ -50,6 +50,9 @@ type meta struct {
 	bump       stmt   // SET version, [updated_at] WHERE pk AND version
 	delete     stmt   // WHERE pk AND version
 	versionSQL string // SELECT version WHERE pk
+	// firstVersionSQL sets a record just inserted to its first version,
+	// read from the database's clock (dialects with NextVersion only).
+	firstVersionSQL string
 	// writeLockSQL is a write that changes nothing, run to take SQLite's
 	// write lock in a transaction that may not hold it yet.
 	writeLockSQL string
@@ -168,8 +171,15 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	for _, f := range m.setCols {
 		w.eq(f.DBName).str(", ")
 	}
-	m.update = w.setVersion(m).guard(m).stmt(m.caps, "")
-	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).stmt(m.caps, "")
+	returning := ""
+	if m.caps.NextVersion != "" {
+		var b strings.Builder
+		b.WriteString(" RETURNING ")
+		db.Dialector.QuoteTo(&b, m.version.DBName)
+		returning = b.String()
+	}
+	m.update = w.setVersion(m).guard(m).stmt(m.caps, returning)
+	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).stmt(m.caps, returning)
 	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m).stmt(m.caps, "")
 	if m.ownSelect() {
 		w.reset("SELECT ")
@@ -184,6 +194,14 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 			m.selectFor[shared][0] = m.selectSQL + " FOR " + strength
 			m.selectFor[shared][1] = m.selectFor[shared][0] + " " + clause.LockingOptionsNoWait
 		}
+	}
+	if expr := m.caps.NextVersion; expr != "" {
+		var col strings.Builder
+		db.Dialector.QuoteTo(&col, m.version.DBName)
+		before, after, _ := strings.Cut(expr, "?")
+		m.firstVersionSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").str(col.String()).str(" = ").
+			str(before + col.String() + " + 1" + after).str(" WHERE ").eq(m.pk.DBName).
+			str(" RETURNING ").str(col.String()).String()
 	}
 	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
 		str(" WHERE ").eq(m.pk.DBName).String()
@@ -247,9 +265,18 @@ func (w *sqlWriter) eq(col string) *sqlWriter {
 	return w
 }
 
-// setVersion writes "version" = ?[, "updated_at" = ?].
+// setVersion writes "version" = ?[, "updated_at" = ?], or with the
+// dialect's NextVersion, "version" = <NextVersion of ?>.
 func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
-	w.eq(m.version.DBName)
+	if expr := m.caps.NextVersion; expr != "" {
+		before, after, _ := strings.Cut(expr, "?")
+		w.quote(m.version.DBName).str(" = ").str(before)
+		w.vars.Vars = append(w.vars.Vars, nil)
+		w.db.Dialector.BindVarTo(w, &w.vars, nil)
+		w.str(after)
+	} else {
+		w.eq(m.version.DBName)
+	}
 	if m.updatedAt != nil {
 		w.str(", ").eq(m.updatedAt.DBName)
 	}

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,17 +25,17 @@ func TestGuardedSQL(t *testing.T) {
 			"SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 		},
 		"postgres": {
-			`UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = $4, "updated_at" = $5 WHERE "id" = $6 AND "version" = $7`,
+			`UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND "version" = $7 RETURNING "version"`,
 			`DELETE FROM "accounts" WHERE "id" = $1 AND "version" = $2`,
 			`SELECT "version" FROM "accounts" WHERE "id" = $1`,
-			`UPDATE "accounts" SET "version" = $1, "updated_at" = $2 WHERE "id" = $3 AND "version" = $4`,
+			`UPDATE "accounts" SET "version" = GREATEST($1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $2 WHERE "id" = $3 AND "version" = $4 RETURNING "version"`,
 			`UPDATE "accounts" SET "version" = "version" WHERE 0 = 1`,
 			`SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
 		},
 	}
 	wantDoc := map[string]string{
 		"sqlite":   "UPDATE `documents` SET `title` = ?, `attrs` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
-		"postgres": `UPDATE "documents" SET "title" = $1, "attrs" = $2, "version" = $3, "updated_at" = $4 WHERE "id" = $5 AND "version" = $6`,
+		"postgres": `UPDATE "documents" SET "title" = $1, "attrs" = $2, "version" = GREATEST($3, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $4 WHERE "id" = $5 AND "version" = $6 RETURNING "version"`,
 	}
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
@@ -46,9 +47,9 @@ func TestGuardedSQL(t *testing.T) {
 			bound := map[string][3]string{
 				"sqlite": {},
 				"postgres": {
-					r.m.update.text + ` AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL`,
+					strings.TrimSuffix(r.m.update.text, ` RETURNING "version"`) + ` AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL RETURNING "version"`,
 					r.m.delete.text + ` AND (SELECT set_config('lock_timeout', $3, true)) IS NOT NULL`,
-					r.m.bump.text + ` AND (SELECT set_config('lock_timeout', $5, true)) IS NOT NULL`,
+					strings.TrimSuffix(r.m.bump.text, ` RETURNING "version"`) + ` AND (SELECT set_config('lock_timeout', $5, true)) IS NOT NULL RETURNING "version"`,
 				},
 			}
 			require.Equal(t, bound[d], [3]string{r.m.update.bounded, r.m.delete.bounded, r.m.bump.bounded})

@@ -75,6 +75,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if err != nil {
 		return nil, err
 	}
+
 	return &Repository[T]{
 		store:       st,
 		m:           m,

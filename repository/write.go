@@ -3,8 +3,10 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"time"
@@ -46,8 +48,6 @@ func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) e
 		return locking.Invalid("%s: Create: primary key %s is empty", r.m.table, r.m.pk.Name)
 	}
 	saved := *e
-	v, _ := nextVersion(0)
-	r.setVersion(ctx, rv, v)
 	t := now()
 	for _, f := range []*schema.Field{r.m.createdAt, r.m.updatedAt} {
 		if f == nil || !isTimeField(f) {
@@ -68,11 +68,7 @@ func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) e
 		// equals what a later Get returns.
 		v.Set(reflect.ValueOf(ts.UTC().Truncate(time.Microsecond)))
 	}
-	insert := func(ctx context.Context) error {
-		return r.store.exec(ctx, stmt{}, nil, func(ctx context.Context, pool gorm.ConnPool, _ string, _ []any) error {
-			return r.on(ctx, pool).Omit(clause.Associations).Create(e).Error
-		})
-	}
+	insert := func(ctx context.Context) error { return r.insert(ctx, rv, e) }
 	if wc.op == nil {
 		err = insert(ctx)
 	} else {
@@ -98,6 +94,40 @@ func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) e
 		return fmt.Errorf("%s: Create id=%v: %w", r.m.table, id, err)
 	}
 	return nil
+}
+
+// insert writes e as a new record with its first version, in one
+// transaction (the caller's, or one of its own). The first version must be
+// above every version an earlier record with the same key had, and a
+// version read from a clock before the INSERT runs may not be: the INSERT
+// can wait (for the write lock, for a transaction deleting the same key, or
+// just for the CPU) while the old record is written once more and deleted.
+// So the version is read from the clock once nothing can come in between:
+// on SQLite after the transaction took the database's write lock, where the
+// dialect has NextVersion from the database's clock after the INSERT is
+// through (an UPDATE of the new row in the same transaction).
+func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) error {
+	write := func(ctx context.Context) error {
+		db, _ := r.conn(ctx)
+		v, _ := nextVersion(0)
+		r.setVersion(ctx, rv, v)
+		if err := locking.Classify(r.on(ctx, db.Statement.ConnPool).Omit(clause.Associations).Create(e).Error); err != nil {
+			return err
+		}
+		if r.m.firstVersionSQL == "" {
+			return nil
+		}
+		id, _ := r.idOf(ctx, rv)
+		if err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.firstVersionSQL, id).Scan(&v); err != nil {
+			return fmt.Errorf("setting the first version: %w", locking.Classify(err))
+		}
+		r.setVersion(ctx, rv, v)
+		return nil
+	}
+	if _, inTx := r.conn(ctx); inTx {
+		return write(ctx)
+	}
+	return r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Create", write)
 }
 
 // repeated answers a repeat of an applied operation prior: it stores in
@@ -239,22 +269,58 @@ func (r *Repository[T]) execWrite(ctx context.Context, s stmt, rv reflect.Value,
 			args = append(args, v)
 		}
 	}
-	var w write
-	var ok bool
-	if w.version, ok = nextVersion(expected); !ok {
+	if expected >= math.MaxInt64-1 {
 		return write{}, locking.Invalid("%s: %s id=%v: version %d has no successor", r.m.table, method, id, expected)
 	}
-	args = append(args, w.version)
+	var w write
+	va := &versionArg{prev: expected}
+	if r.m.caps.NextVersion != "" {
+		args = append(args, expected+1) // the floor; the database reads its clock
+	} else {
+		args = append(args, va)
+	}
 	if r.m.updatedAt != nil {
 		w.updated = timeValue(r.m.updatedAt, now())
 		args = append(args, w.updated)
 	}
 	args = r.guardArgs(args, id, expected)
-	n, err := r.execResult(ctx, s, args)
+	var n int64
+	var err error
+	if r.m.caps.NextVersion != "" {
+		err = r.exec(ctx, s, args, queryRowScan(&w.version))
+		if n = 1; isNoRows(err) {
+			n, err = 0, nil
+		}
+	} else {
+		n, err = r.execResult(ctx, s, args)
+		w.version = va.v
+	}
 	if err != nil {
 		return write{}, fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, err)
 	}
 	return w, r.checkAffected(ctx, n, id, expected, op)
+}
+
+// versionArg is the version a write gives a record, computed by the
+// process (where the dialect has no NextVersion) when the driver sends the
+// statement: database/sql converts arguments once it holds the connection,
+// and SQLite's write-lock loop sends again on every attempt. So the clock is
+// read as late as possible — after the write lock was free — and a record
+// created again after a delete gets a version above the deleted one's. v
+// is the value last sent.
+type versionArg struct {
+	prev int64
+	v    int64
+}
+
+// Value implements driver.Valuer.
+func (a *versionArg) Value() (driver.Value, error) {
+	v, ok := nextVersion(a.prev)
+	if !ok {
+		return nil, locking.Invalid("version %d has no successor", a.prev)
+	}
+	a.v = v
+	return v, nil
 }
 
 // written records a successful guarded write in the entity: its new version

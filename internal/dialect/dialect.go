@@ -89,6 +89,16 @@ type Caps struct {
 	// it to end a write's wait on the database before the caller's
 	// deadline, so that the outcome is "not applied" rather than unknown.
 	SelfLockTimeout string
+	// NextVersion is an SQL expression for the version a write gives a
+	// record, from one parameter, the least it may be (the previous
+	// version + 1): the database's clock in microseconds, or that floor
+	// when larger. The write reads it back with RETURNING. Reading the
+	// clock when the statement runs, on one clock for every writer, is
+	// what keeps a record created again after a delete above every
+	// version the earlier record had, however late the statement ran. ""
+	// where the writer computes the version itself (SQLite: in the
+	// process that holds the database's one write lock).
+	NextVersion string
 	// SingleWriter means the database lets one connection write at a
 	// time (SQLite): gormlock's writes queue for it in the process and
 	// wait for it in Go, where the context can end the wait.
@@ -108,6 +118,7 @@ var table = map[string]Caps{
 		// setting is in force when the statement waits for a row lock, and
 		// is_local ends it with the statement's own transaction.
 		SelfLockTimeout: "(SELECT set_config('lock_timeout', ?, true)) IS NOT NULL",
+		NextVersion:     "GREATEST(?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)",
 		features: map[Feature]Support{
 			RowLock:     {How: Native},
 			SharedLock:  {How: Native},

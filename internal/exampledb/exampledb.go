@@ -47,17 +47,22 @@ func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() er
 // WithSearchPath returns dsn, a PostgreSQL URL or key=value DSN, with its
 // search_path set to schema, so a connection opened with it creates and
 // finds tables in that schema.
-func WithSearchPath(dsn, schema string) string {
+func WithSearchPath(dsn, schema string) string { return WithParam(dsn, "search_path", schema) }
+
+// WithParam returns dsn, a PostgreSQL URL or key=value DSN, with the
+// connection parameter key set to value (a plain word: no spaces or
+// quotes).
+func WithParam(dsn, key, value string) string {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
 		if err == nil {
 			q := u.Query()
-			q.Set("search_path", schema)
+			q.Set(key, value)
 			u.RawQuery = q.Encode()
 			return u.String()
 		}
 	}
-	return dsn + " search_path=" + schema
+	return dsn + " " + key + "=" + value
 }
 
 // Versions names record versions v1, v2, ... in the order a program first

@@ -10,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"time"
 )
 
 // Kinds of operation, the values of [Op.Kind].
@@ -87,8 +86,9 @@ type Op struct {
 	OutValue int64 `json:"out_value,omitempty"`
 	// OutVersion is the version a read found or a write created.
 	OutVersion int64 `json:"out_version,omitempty"`
-	// Call is when the operation started, in wall-clock nanoseconds since
-	// the Unix epoch.
+	// Call is when the operation started, in nanoseconds on the machine's
+	// monotonic clock (CLOCK_MONOTONIC on Linux), which every process reads
+	// alike.
 	Call int64 `json:"call"`
 	// Return is when the operation returned, on the same clock as Call.
 	Return int64 `json:"return"`
@@ -128,9 +128,8 @@ func NewRecorder(w io.Writer) *Recorder {
 // operation to end when it returns. The fields Result, OutValue, OutVersion,
 // Call and Return of op are ignored.
 func (r *Recorder) Begin(op Op) *Pending {
-	start := time.Now()
-	op.Call = start.UnixNano()
-	return &Pending{r: r, op: op, start: start}
+	op.Call = now()
+	return &Pending{r: r, op: op}
 }
 
 // Err returns the first error the Recorder met, if any. A history with an
@@ -169,7 +168,6 @@ func (r *Recorder) record(op Op, bad error) error {
 type Pending struct {
 	r     *Recorder
 	op    Op
-	start time.Time
 	ended bool
 }
 
@@ -181,18 +179,18 @@ var errEnded = errors.New("linearize: operation already ended")
 // read found or a write created; pass 0 for those the result does not
 // carry.
 //
-// The return time is the call's wall-clock time plus the elapsed time on
-// the monotonic clock, so it is never before the call even if the wall clock
-// steps. End returns an error if the result is not one the kind can have or
-// the line could not be written; that error also poisons the Recorder (see
-// [Recorder.Err]).
+// Call and return times are read from the system-wide monotonic clock (see
+// now), so the operations of every process on the machine are ordered by
+// one clock that never steps. End returns an error if the result is not one
+// the kind can have or the line could not be written; that error also
+// poisons the Recorder (see [Recorder.Err]).
 func (p *Pending) End(result string, value, version int64) error {
-	elapsed := time.Since(p.start)
+	ret := now()
 	if p.ended {
 		return errEnded
 	}
 	p.ended = true
-	p.op.Return = p.op.Call + elapsed.Nanoseconds()
+	p.op.Return = ret
 	p.op.Result = result
 	p.op.OutValue = value
 	p.op.OutVersion = version
