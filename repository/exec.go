@@ -53,8 +53,8 @@ type store struct {
 // storeOf returns the store of db, or an error for a database gormlock does
 // not support.
 func storeOf(db *gorm.DB, op string) (store, error) {
-	if db == nil {
-		return store{}, locking.Invalid("%s: db is nil", op)
+	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
+		return store{}, locking.Invalid("%s: db is nil or not opened (use gorm.Open)", op)
 	}
 	name := db.Dialector.Name()
 	caps, ok := dialect.Lookup(name)

@@ -14,7 +14,8 @@ import (
 // form value) to the key's type: decimal for integer keys, the text itself
 // for string keys, and UnmarshalText for keys that implement
 // encoding.TextUnmarshaler (uuid.UUID). Text that is not a valid key gives
-// an error matching locking.ErrInvalidArgument.
+// an error matching locking.ErrInvalidArgument; so does an integer not in
+// its one canonical form ("+1", "01"), so that one record has one URL.
 func (r *Repository[T]) ParseID(s string) (any, error) {
 	want := r.m.pk.FieldType
 	v := reflect.New(want)
@@ -29,13 +30,13 @@ func (r *Repository[T]) ParseID(s string) (any, error) {
 		v.Elem().SetString(s)
 	case isUint(want.Kind()):
 		n, err := strconv.ParseUint(s, 10, want.Bits())
-		if err != nil {
+		if err != nil || strconv.FormatUint(n, 10) != s {
 			return nil, locking.Invalid("%s: id %q is not a valid %v", r.m.table, s, want)
 		}
 		v.Elem().SetUint(n)
 	case isInt(want.Kind()):
 		n, err := strconv.ParseInt(s, 10, want.Bits())
-		if err != nil {
+		if err != nil || strconv.FormatInt(n, 10) != s {
 			return nil, locking.Invalid("%s: id %q is not a valid %v", r.m.table, s, want)
 		}
 		v.Elem().SetInt(n)
@@ -52,8 +53,11 @@ func (r *Repository[T]) ParseID(s string) (any, error) {
 func (r *Repository[T]) KeyAssignedByDatabase() bool { return r.m.pk.AutoIncrement }
 
 // Identity returns e's primary key and version, and whether the key is the
-// zero value (not set).
+// zero value (not set). A nil e has no key: nil, 0, true.
 func (r *Repository[T]) Identity(e *T) (id any, version int64, zeroID bool) {
+	if e == nil {
+		return nil, 0, true
+	}
 	rv := reflectElem(e)
 	id, zeroID = r.idOf(context.Background(), rv)
 	return id, r.versionOf(context.Background(), rv), zeroID

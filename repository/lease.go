@@ -75,7 +75,8 @@ type Lease struct {
 	// superseded.
 	Fence int64
 	// Key is the record's key as the database writes it as text; with
-	// Table it names the lease.
+	// Table it names the lease. It must name the same record as ID: a
+	// lease whose Key and ID disagree is refused like a wrong token.
 	Key string
 	// Version is the record's version when the lease was taken.
 	Version    int64
@@ -136,7 +137,10 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	key := "CAST(" + table + "." + pk + " AS TEXT)"
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
 	w := func(s string) stmt { return boundStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
-	const held = `resource = ? AND record_key = ? AND token_hash = ? AND fence = ? AND expires_ms > NOW`
+	// A lease is named by its Key and by its record's ID, and the two must
+	// agree: a lease whose Key names another record than its ID (forged,
+	// or mixed up) can neither end one record's lease nor write another.
+	held := `resource = ? AND record_key = ? AND record_key = (SELECT ` + key + ` FROM ` + table + ` WHERE ` + table + `.` + pk + ` = ?) AND token_hash = ? AND fence = ? AND expires_ms > NOW`
 	return &leaseSQL{
 		// Take the lease of an existing record when its lease row is
 		// missing, released or expired; the fence grows with every
@@ -409,12 +413,15 @@ func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
 // release ends lease l in the transaction of ctx, or by itself; the error
 // explains a lease that is not held.
 func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error {
-	n, err := r.execResult(ctx, r.m.leases.release, []any{r.m.table, l.Key, hashToken(l.Token), l.Fence})
+	id, err := r.m.normalizeID(l.ID)
+	if err != nil {
+		return err
+	}
+	n, err := r.execResult(ctx, r.m.leases.release, []any{r.m.table, l.Key, id, hashToken(l.Token), l.Fence})
 	if err != nil {
 		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
 	}
 	if n != 1 {
-		id, _ := r.m.normalizeID(l.ID)
 		return r.leaseRefused(ctx, id, l.Fence, op)
 	}
 	return nil
@@ -446,7 +453,7 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 		return err
 	}
 	var expires int64
-	err = r.exec(ctx, r.m.leases.renew, []any{ceilMillis(ttl), r.m.table, l.Key, hashToken(l.Token), l.Fence}, queryRowScan(&expires))
+	err = r.exec(ctx, r.m.leases.renew, []any{ceilMillis(ttl), r.m.table, l.Key, id, hashToken(l.Token), l.Fence}, queryRowScan(&expires))
 	switch {
 	case isNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "renew")
@@ -482,6 +489,10 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	}
 	if eid, _ := r.idOf(ctx, reflectElem(e)); keyString(eid) != keyString(id) {
 		return locking.Invalid("%s: %s: the lease is for id=%v, the entity is id=%v", r.m.table, method, id, eid)
+	}
+	// Refuse what the write would refuse before ending the lease.
+	if _, _, err := r.guardOf(ctx, reflectElem(e), method); err != nil {
+		return err
 	}
 	op := "update"
 	if method == "DeleteWithLease" {

@@ -344,8 +344,11 @@ func millis(d time.Duration) string {
 // ceilMillis is d in whole milliseconds, rounded up and at least 1, as the
 // databases take timeouts and lease times.
 func ceilMillis(d time.Duration) int64 {
-	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return max(int64(ms), 1)
+	ms := int64(d / time.Millisecond) // no d + 999999: that overflows near the maximum
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return max(ms, 1)
 }
 
 // takeWriteLock makes SQLite's transaction on pool, one gormlock did not

@@ -119,7 +119,7 @@ type findQuery struct {
 // Where adds a condition in GORM's syntax, with ? placeholders for args:
 // Where("owner = ? AND balance > ?", "ann", 10). Conditions are ANDed. The
 // query text is SQL: build it from constants, pass values as args. A
-// condition is one expression: a semicolon or a comment outside quotes
+// condition is one expression: text with a semicolon or a comment anywhere
 // (which could end the statement and start another, or hide the rest of
 // it) is refused with an error matching locking.ErrInvalidArgument, before
 // any I/O.
@@ -133,39 +133,20 @@ func Where(query string, args ...any) FindOption {
 	}
 }
 
-// oneExpression refuses SQL text that could be more than one expression: a
-// semicolon, or a comment ("--", "/*"), outside string literals and quoted
-// identifiers; an unterminated quote too. backslash is true where a
-// backslash escapes the next character in a string literal (MySQL).
-func oneExpression(sql string, backslash bool) error {
-	var quote byte
-	for i := 0; i < len(sql); i++ {
-		c := sql[i]
-		if quote != 0 {
-			if backslash && c == '\\' && quote == '\'' {
-				i++
-				continue
-			}
-			if c == quote {
-				if i+1 < len(sql) && sql[i+1] == quote { // doubled: an escaped quote
-					i++
-					continue
-				}
-				quote = 0
-			}
-			continue
-		}
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			quote = c
-		case c == ';':
-			return locking.Invalid("Find: Where %q: a condition cannot contain ';' (one statement only)", sql)
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-', c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			return locking.Invalid("Find: Where %q: a condition cannot contain a comment", sql)
-		}
-	}
-	if quote != 0 {
-		return locking.Invalid("Find: Where %q: unterminated quote %c", sql, quote)
+// oneExpression refuses SQL text that could be more than one expression:
+// a semicolon (which could end the statement and start another: SQLite's
+// driver runs them all) or a comment ("--", "/*", and "#" where it starts
+// one) anywhere in it — also inside quotes, since the dialects quote in
+// more ways than a scanner of gormlock's can follow (SQLite's [brackets],
+// PostgreSQL's $$dollar quotes$$ and E'\'' escapes, MySQL's backslashes).
+// A value holding such characters goes in the arguments, as every value
+// should.
+func oneExpression(sql string, hashComments bool) error {
+	switch {
+	case strings.Contains(sql, ";"):
+		return locking.Invalid("Find: Where %q: a condition cannot contain ';' (pass values as arguments)", sql)
+	case strings.Contains(sql, "--"), strings.Contains(sql, "/*"), hashComments && strings.Contains(sql, "#"):
+		return locking.Invalid("Find: Where %q: a condition cannot contain a comment (pass values as arguments)", sql)
 	}
 	return nil
 }
@@ -242,7 +223,7 @@ func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, err
 
 	tx = tx.Clauses(clause.OrderBy{Columns: order})
 	for _, w := range q.where {
-		if err := oneExpression(w.SQL, r.m.caps.BackslashEscapes); err != nil {
+		if err := oneExpression(w.SQL, r.m.caps.HashComments); err != nil {
 			return nil, fmt.Errorf("%s: %w", r.m.table, err)
 		}
 		tx = tx.Where(w)

@@ -54,8 +54,8 @@ func WithRetryPolicy(p locking.RetryPolicy) Option {
 // locking.ErrNotSupported that names the problem. New does no I/O; call
 // VerifySchema to check the table.
 func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
-	if db == nil {
-		return nil, locking.Invalid("repository: db is nil")
+	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
+		return nil, locking.Invalid("repository: db is nil or not opened (use gorm.Open)")
 	}
 	o := options{retry: locking.DefaultRetryPolicy(), opRetention: DefaultOperationRetention}
 	for _, opt := range opts {

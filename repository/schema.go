@@ -32,10 +32,25 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaMismatch }
 // column is NOT NULL (a NULL version would match no guard and could never be
 // written). It returns a *SchemaError listing every problem, or nil. Call it
 // at start-up, after migrations.
+//
+// A failure to ask (ctx ended, the connection broke) is returned as such,
+// never reported as a schema problem.
 func (r *Repository[T]) VerifySchema(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
+	}
 	db := r.DB(ctx)
 	var zero T
 	if !db.Migrator().HasTable(&zero) {
+		// GORM's HasTable reports a failed query as "no table": ask
+		// again in a way that returns the error.
+		var one int
+		if err := db.Raw("SELECT 1").Scan(&one).Error; err != nil {
+			return fmt.Errorf("%s: VerifySchema: %w", r.m.table, locking.Classify(err))
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
+		}
 		return &SchemaError{Table: r.m.table, Problems: []string{"table does not exist"}}
 	}
 	cols, err := db.Migrator().ColumnTypes(&zero)

@@ -222,12 +222,15 @@ func (c *sqliteConn) release(ctx context.Context) {
 // db.Transaction calls use savepoints).
 type sqliteTx struct {
 	*sqliteConn
-	done bool
+	done     bool
+	readOnly bool // the connection is query_only until the end
 }
 
 // beginSQLite begins a write transaction: it waits for the writer's turn in
 // the process and for the write lock (BEGIN IMMEDIATE), both bounded by w
-// and ctx. ReadOnly transactions begin DEFERRED and wait for nobody.
+// and ctx. ReadOnly transactions begin DEFERRED and wait for nobody; their
+// connection is query_only until they end, so a write in them fails
+// instead of committing.
 func beginSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait, readOnly bool) (*sqliteTx, error) {
 	if readOnly {
 		conn, err := sqlDB.Conn(ctx)
@@ -235,11 +238,17 @@ func beginSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait, readOnly bool) 
 			return nil, locking.Classify(err)
 		}
 		c := &sqliteConn{conn: conn, busy: -1}
-		if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		if _, err = conn.ExecContext(ctx, "PRAGMA query_only = 1"); err == nil {
+			if _, err = conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+				_, _ = conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 0")
+			}
+		}
+		if err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 			_ = conn.Close()
 			return nil, locking.Classify(err)
 		}
-		return &sqliteTx{sqliteConn: c}, nil
+		return &sqliteTx{sqliteConn: c, readOnly: true}, nil
 	}
 	c, err := takeSQLite(ctx, sqlDB, w)
 	if err != nil {
@@ -286,6 +295,11 @@ func (t *sqliteTx) end(stmt string) error {
 		}
 	} else if err != nil {
 		t.bad = true
+	}
+	if t.readOnly && !t.bad {
+		if _, rerr := t.conn.ExecContext(context.Background(), "PRAGMA query_only = 0"); rerr != nil {
+			t.bad = true
+		}
 	}
 	if t.gate != nil {
 		t.release(context.Background())

@@ -103,11 +103,9 @@ type Caps struct {
 	// time (SQLite): gormlock's writes queue for it in the process and
 	// wait for it in Go, where the context can end the wait.
 	SingleWriter bool
-	// BackslashEscapes means a backslash escapes the next character in a
-	// string literal (MySQL's default), which matters to a scanner that
-	// must know where a literal ends.
-	BackslashEscapes bool
-	features         map[Feature]Support
+	// HashComments means '#' starts a comment (MySQL).
+	HashComments bool
+	features     map[Feature]Support
 }
 
 // table is the capability table. README.md ("Pessimistic locking") shows

@@ -243,6 +243,13 @@ func (p *Proxy) Arm(r Rule) {
 	p.mu.Unlock()
 }
 
+// Disarm drops every rule that has not fired yet.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	p.rules = nil
+	p.mu.Unlock()
+}
+
 // Fired returns how many times rules have fired so far.
 func (p *Proxy) Fired() int {
 	p.mu.Lock()
