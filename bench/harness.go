@@ -292,9 +292,11 @@ func (h *harness) op(mode string) (op, error) {
 func (h *harness) rawOp() op {
 	sel := "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = ?"
 	upd := "UPDATE accounts SET owner = ?, balance = ?, frozen = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
-	if h.dialect == "postgres" {
+	pg := h.dialect == "postgres"
+	if pg {
+		// As gormlock: the version from the database's clock, read back.
 		sel = "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = $1"
-		upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = $4, updated_at = $5 WHERE id = $6 AND version = $7"
+		upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), updated_at = $5 WHERE id = $6 AND version = $7 RETURNING version"
 	}
 	return func(ctx context.Context, id int64) (int, error) {
 		n := 0
@@ -306,7 +308,15 @@ func (h *harness) rawOp() op {
 			}
 			a.Balance++
 			now := time.Now().UTC().Truncate(time.Microsecond)
-			res, err := h.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version)
+			if pg {
+				var v int64
+				err := h.sqlDB.QueryRowContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version).Scan(&v)
+				if errors.Is(err, sql.ErrNoRows) {
+					return locking.ErrStaleData
+				}
+				return err
+			}
+			res, err := h.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version)
 			if err != nil {
 				return err
 			}

@@ -128,6 +128,11 @@ type sqliteConn struct {
 // takeSQLite waits at the gate for the writer's turn, then takes a
 // connection and sets its busy_timeout to 0 so that waiting for the write
 // lock happens in lockSQLite, in Go. An error means nothing was sent.
+//
+// A context that can never end (context.Background) has nothing to stop a
+// wait, and then, without NoWait or LockTimeout, the connection keeps its
+// own busy timeout and waits in SQLite: the same wait, without setting and
+// restoring the timeout on every write.
 func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, error) {
 	g := gateOf(sqlDB)
 	if err := g.enter(ctx, w); err != nil {
@@ -138,7 +143,10 @@ func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, er
 		g.leave()
 		return nil, locking.Classify(err)
 	}
-	c := &sqliteConn{gate: g, conn: conn}
+	c := &sqliteConn{gate: g, conn: conn, busy: -1}
+	if ctx.Done() == nil && !w.nowait && w.limit == 0 {
+		return c, nil
+	}
 	if c.busy, err = g.busyTimeout(ctx, conn); err == nil {
 		_, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0")
 	}
@@ -160,6 +168,8 @@ func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, er
 func (c *sqliteConn) lockSQLite(ctx context.Context, w lockWait, step func() error) error {
 	limit := w.limit
 	if limit == 0 {
+		// The connection's busy timeout, or (busy < 0) none left: it
+		// waited in SQLite already.
 		limit = time.Duration(c.busy) * time.Millisecond
 	}
 	deadline := time.Now().Add(limit)

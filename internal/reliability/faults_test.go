@@ -254,6 +254,40 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 			}
 		}
 	}
+	// Latency: every message to the server is held 40 ms and the calls
+	// have 150 ms, so their deadlines fall at every stage of their
+	// statements. What each reports still matches the database.
+	proxy.SetLatency(40 * time.Millisecond)
+	for _, target := range faultTargets() {
+		for i := range 3 {
+			t.Run(fmt.Sprintf("%s/latency %d", target.name, i), func(t *testing.T) {
+				a := target.prepare(t, directRepo)
+				key := fmt.Sprintf("latency-%d", time.Now().UnixNano())
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(100+25*i)*time.Millisecond)
+				err := target.write(ctx, repo, a, key)
+				cancel()
+				faults++
+				got := outcomeOf(err)
+				counts[got]++
+				time.Sleep(300 * time.Millisecond) // what the server received runs to its end
+				isDone := target.done(t, direct, a)
+				switch got {
+				case applied:
+					assert.True(t, isDone, "reported applied, but the database does not have it")
+				case notApplied:
+					assert.False(t, isDone, "reported not applied (%v), but the database has it", err)
+				case unknown:
+					if target.name != "Update without a key" {
+						op, lerr := repository.LookupOperation(context.Background(), direct, key)
+						require.NoError(t, lerr)
+						assert.Equal(t, isDone, op != nil, "LookupOperation and the database disagree")
+					}
+				}
+				t.Logf("reported %s (%v); database: applied=%v", got, err, isDone)
+			})
+		}
+	}
+	proxy.SetLatency(0)
 	t.Logf("%d faults injected: %d reported applied, %d not applied, %d unknown; every report matched the database",
 		faults, counts[applied], counts[notApplied], counts[unknown])
 	require.Positive(t, counts[unknown], "some cut must leave the outcome unknown")

@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,6 +169,7 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 	}
 
 	var cmds []*exec.Cmd
+	var outputs []*bytes.Buffer
 	files := []string{parent.Name()}
 	for p := range procs {
 		cfg := linConfig{Dialect: dialect, DSN: dsn, Seed: seed*1000 + uint64(p), Ops: ops / (procs * clients),
@@ -177,13 +179,17 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 		b, _ := json.Marshal(cfg)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestLinearizabilityChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), linChildEnv+"="+string(b))
-		cmd.Stderr = os.Stderr
+		out := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		require.NoError(t, cmd.Start())
 		cmds = append(cmds, cmd)
+		outputs = append(outputs, out)
 	}
 	var childErr error
-	for _, cmd := range cmds {
-		childErr = errors.Join(childErr, cmd.Wait())
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			childErr = errors.Join(childErr, fmt.Errorf("client process %d: %w\n%s", i, err, outputs[i]))
+		}
 	}
 	close(stopChaos)
 	chaos.Wait()
@@ -226,10 +232,16 @@ func TestLinearizabilityChild(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(raw), &cfg))
 	var db *gorm.DB
 	var err error
-	if cfg.Dialect == "sqlite" {
-		db, err = opendb.SQLite(cfg.DSN)
-	} else {
-		db, err = opendb.Postgres(cfg.DSN)
+	for try := 0; try < 50; try++ { // the parent may be terminating sessions
+		if cfg.Dialect == "sqlite" {
+			db, err = opendb.SQLite(cfg.DSN)
+		} else {
+			db, err = opendb.Postgres(cfg.DSN)
+		}
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, err)
 	defer opendb.Close(db)
