@@ -5,9 +5,10 @@ import "time"
 // Versioned is the optimistic-locking bookkeeping an entity embeds: a version
 // that every guarded write checks and advances, and creation/update times.
 //
-// A record's first version is 1. Version 0 means "never loaded": the
-// repository refuses to write an entity at version 0 rather than turn the
-// guard off.
+// A version is a clock reading in microseconds, set by the repository (see
+// package repository, "Versions"); it only grows. Version 0 means "never
+// loaded": the repository refuses to write an entity at version 0 rather
+// than turn the guard off.
 type Versioned struct {
 	// Version is the record's version; the repository sets and advances it.
 	Version int64 `gorm:"column:version;not null" json:"version"`

@@ -138,7 +138,7 @@ func Where(query string, args ...any) FindOption {
 // driver runs them all) or a comment ("--", "/*", and "#" where it starts
 // one) anywhere in it — also inside quotes, since the dialects quote in
 // more ways than a scanner of gormlock's can follow (SQLite's [brackets],
-// PostgreSQL's $$dollar quotes$$ and E'\'' escapes, MySQL's backslashes).
+// PostgreSQL's $$dollar quotes$$ and E-strings, MySQL's backslash escapes).
 // A value holding such characters goes in the arguments, as every value
 // should.
 func oneExpression(sql string, hashComments bool) error {
