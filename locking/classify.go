@@ -38,8 +38,9 @@ var pgKinds = map[string]error{
 // are recognised too: gorm.ErrDuplicatedKey is ErrAlreadyExists.
 //
 // SQLite errors are recognised from github.com/mattn/go-sqlite3 (cgo) and
-// from modernc.org/sqlite (pure Go, used by github.com/glebarez/sqlite)
-// without importing either driver, so gormlock builds without cgo.
+// from the pure-Go drivers (modernc.org/sqlite, and its fork
+// github.com/glebarez/go-sqlite behind github.com/glebarez/sqlite) without
+// importing any driver, so gormlock builds without cgo.
 func Classify(err error) error {
 	if err == nil {
 		return nil

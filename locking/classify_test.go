@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/mattn/go-sqlite3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -57,90 +56,106 @@ func requireClassified(t *testing.T, raw error, kind error, code string) *lockin
 }
 
 func TestClassifySQLiteConstraintViolations(t *testing.T) {
-	db := testdb.SQLite(t)
-	require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, code TEXT NOT NULL UNIQUE)`).Error)
-	require.NoError(t, db.Exec(`CREATE TABLE tags (name TEXT NOT NULL PRIMARY KEY)`).Error)
-	require.NoError(t, db.Exec(`INSERT INTO items (id, code) VALUES (1, 'a')`).Error)
-	require.NoError(t, db.Exec(`INSERT INTO tags (name) VALUES ('go')`).Error)
+	eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+		db := d.open(t)
+		require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, code TEXT NOT NULL UNIQUE)`).Error)
+		require.NoError(t, db.Exec(`CREATE TABLE tags (name TEXT NOT NULL PRIMARY KEY)`).Error)
+		require.NoError(t, db.Exec(`INSERT INTO items (id, code) VALUES (1, 'a')`).Error)
+		require.NoError(t, db.Exec(`INSERT INTO tags (name) VALUES ('go')`).Error)
 
-	tests := []struct {
-		name string
-		sql  string
-		ext  sqlite3.ErrNoExtended
-		code string
-	}{
-		{"integer primary key", `INSERT INTO items (id, code) VALUES (1, 'b')`, sqlite3.ErrConstraintPrimaryKey, "SQLITE_CONSTRAINT_PRIMARYKEY"},
-		{"text primary key", `INSERT INTO tags (name) VALUES ('go')`, sqlite3.ErrConstraintPrimaryKey, "SQLITE_CONSTRAINT_PRIMARYKEY"},
-		{"unique column", `INSERT INTO items (id, code) VALUES (2, 'a')`, sqlite3.ErrConstraintUnique, "SQLITE_CONSTRAINT_UNIQUE"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			raw := db.Exec(tt.sql).Error
-			requireClassified(t, raw, locking.ErrAlreadyExists, tt.code)
-			err := locking.Classify(raw)
+		tests := []struct {
+			name string
+			sql  string
+			ext  int
+			code string
+		}{
+			{"integer primary key", `INSERT INTO items (id, code) VALUES (1, 'b')`, codeConstraintPrimaryKey, "SQLITE_CONSTRAINT_PRIMARYKEY"},
+			{"text primary key", `INSERT INTO tags (name) VALUES ('go')`, codeConstraintPrimaryKey, "SQLITE_CONSTRAINT_PRIMARYKEY"},
+			{"unique column", `INSERT INTO items (id, code) VALUES (2, 'a')`, codeConstraintUnique, "SQLITE_CONSTRAINT_UNIQUE"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				raw := db.Exec(tt.sql).Error
+				ext, ok := d.code(raw)
+				require.True(t, ok, "the driver's own error: %v", raw)
+				require.Equal(t, tt.ext, ext)
 
-			var se sqlite3.Error
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, sqlite3.ErrConstraint, se.Code)
-			assert.Equal(t, tt.ext, se.ExtendedCode)
-			assert.False(t, locking.IsRetryable(err))
-		})
-	}
+				requireClassified(t, raw, locking.ErrAlreadyExists, tt.code)
+				err := locking.Classify(raw)
+				ext, ok = d.code(err)
+				require.True(t, ok, "the driver error stays reachable")
+				assert.Equal(t, tt.ext, ext)
+				assert.False(t, locking.IsRetryable(err))
 
-	var n int64
-	require.NoError(t, db.Raw(`SELECT count(*) FROM items`).Scan(&n).Error)
-	assert.Equal(t, int64(1), n, "the refused inserts must not have written")
+				// A statement outside a transaction that SQLite refused
+				// was not applied: a definite outcome.
+				werr := locking.ClassifyWrite(raw)
+				assertMatchesOnly(t, werr, locking.ErrAlreadyExists)
+			})
+		}
+
+		var n int64
+		require.NoError(t, db.Raw(`SELECT count(*) FROM items`).Scan(&n).Error)
+		assert.Equal(t, int64(1), n, "the refused inserts must not have written")
+	})
 }
 
 func TestClassifySQLiteBusy(t *testing.T) {
-	ctx := testdb.Ctx(t)
-	db := testdb.SQLite(t)
-	require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
-	path := sqlitePath(t, db)
-	holder := testdb.RawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
-	other := testdb.RawSQLite(t, path, "_busy_timeout=0&_txlock=immediate")
+	eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+		ctx := testdb.Ctx(t)
+		db := d.open(t)
+		require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
+		path := sqlitePath(t, db)
+		holder := d.raw(t, path, "immediate")
+		other := d.raw(t, path, "immediate")
 
-	tx, err := holder.BeginTx(ctx, nil) // BEGIN IMMEDIATE takes the write lock now
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback() })
+		tx, err := holder.BeginTx(ctx, nil) // BEGIN IMMEDIATE takes the write lock now
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback() })
 
-	_, raw := other.ExecContext(ctx, `INSERT INTO items (id, n) VALUES (1, 1)`)
-	requireClassified(t, raw, locking.ErrLocked, "SQLITE_BUSY")
-	var se sqlite3.Error
-	require.ErrorAs(t, locking.Classify(raw), &se)
-	assert.Equal(t, sqlite3.ErrBusy, se.Code)
-	assert.Equal(t, sqlite3.ErrNoExtended(sqlite3.ErrBusy), se.ExtendedCode)
-	assert.False(t, locking.IsRetryable(locking.Classify(raw)))
+		_, raw := other.ExecContext(ctx, `INSERT INTO items (id, n) VALUES (1, 1)`)
+		ext, ok := d.code(raw)
+		require.True(t, ok, "the driver's own error: %v", raw)
+		require.Equal(t, codeBusy, ext)
+		requireClassified(t, raw, locking.ErrLocked, "SQLITE_BUSY")
+		assert.True(t, locking.IsSQLiteBusy(raw))
+		assert.True(t, locking.IsSQLiteBusy(locking.Classify(raw)))
+		assert.False(t, locking.IsRetryable(locking.Classify(raw)))
+		assertMatchesOnly(t, locking.ClassifyWrite(raw), locking.ErrLocked)
 
-	_, raw = other.BeginTx(ctx, nil)
-	requireClassified(t, raw, locking.ErrLocked, "SQLITE_BUSY")
+		_, raw = other.BeginTx(ctx, nil)
+		requireClassified(t, raw, locking.ErrLocked, "SQLITE_BUSY")
 
-	// Once the holder lets go, the same write succeeds: the failure was the lock.
-	require.NoError(t, tx.Rollback())
-	_, err = other.ExecContext(ctx, `INSERT INTO items (id, n) VALUES (1, 1)`)
-	require.NoError(t, err)
+		// Once the holder lets go, the same write succeeds: the failure was the lock.
+		require.NoError(t, tx.Rollback())
+		_, err = other.ExecContext(ctx, `INSERT INTO items (id, n) VALUES (1, 1)`)
+		require.NoError(t, err)
+	})
 }
 
 func TestClassifySQLiteBusySnapshot(t *testing.T) {
-	ctx := testdb.Ctx(t)
-	db := testdb.SQLite(t) // opendb.SQLite leaves the file in WAL mode
-	require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
-	require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0)`).Error)
-	deferred := testdb.RawSQLite(t, sqlitePath(t, db), "_busy_timeout=0&_txlock=deferred")
+	eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+		ctx := testdb.Ctx(t)
+		db := d.open(t) // opendb leaves the file in WAL mode
+		require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`).Error)
+		require.NoError(t, db.Exec(`INSERT INTO items (id, n) VALUES (1, 0)`).Error)
+		deferred := d.raw(t, sqlitePath(t, db), "deferred")
 
-	tx, err := deferred.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback() })
-	var n int64
-	require.NoError(t, tx.QueryRowContext(ctx, `SELECT n FROM items WHERE id = 1`).Scan(&n)) // read snapshot taken
-	require.NoError(t, db.Exec(`UPDATE items SET n = n + 1 WHERE id = 1`).Error)             // another connection commits
+		tx, err := deferred.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback() })
+		var n int64
+		require.NoError(t, tx.QueryRowContext(ctx, `SELECT n FROM items WHERE id = 1`).Scan(&n)) // read snapshot taken
+		require.NoError(t, db.Exec(`UPDATE items SET n = n + 1 WHERE id = 1`).Error)             // another connection commits
 
-	_, raw := tx.ExecContext(ctx, `UPDATE items SET n = ? WHERE id = 1`, n+10)
-	requireClassified(t, raw, locking.ErrSerialization, "SQLITE_BUSY_SNAPSHOT")
-	assert.True(t, locking.IsRetryable(locking.Classify(raw)), "re-running the transaction from a fresh snapshot can succeed")
-	var se sqlite3.Error
-	require.ErrorAs(t, locking.Classify(raw), &se)
-	assert.Equal(t, sqlite3.ErrBusySnapshot, se.ExtendedCode)
+		_, raw := tx.ExecContext(ctx, `UPDATE items SET n = ? WHERE id = 1`, n+10)
+		ext, ok := d.code(raw)
+		require.True(t, ok, "the driver's own error: %v", raw)
+		require.Equal(t, codeBusySnapshot, ext)
+		requireClassified(t, raw, locking.ErrSerialization, "SQLITE_BUSY_SNAPSHOT")
+		assert.True(t, locking.IsRetryable(locking.Classify(raw)), "re-running the transaction from a fresh snapshot can succeed")
+		assert.False(t, locking.IsSQLiteBusy(raw), "waiting cannot get past a stale snapshot")
+	})
 }
 
 func TestClassifyPostgresUniqueViolation(t *testing.T) {
@@ -326,20 +341,26 @@ func TestClassifyPassesUnrelatedErrorsThrough(t *testing.T) {
 
 func TestClassifyPassesUnrecognisedDriverErrorsThrough(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		db := testdb.SQLite(t)
-		require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, code TEXT NOT NULL)`).Error)
-		for name, stmt := range map[string]string{
-			"syntax error":       `INSERT INTO items VALUES (`,
-			"not null violation": `INSERT INTO items (id, code) VALUES (1, NULL)`,
-		} {
-			t.Run(name, func(t *testing.T) {
-				raw := db.Exec(stmt).Error
-				require.Error(t, raw)
-				err := locking.Classify(raw)
-				assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
-				assertMatchesOnly(t, err)
-			})
-		}
+		eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+			db := d.open(t)
+			require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, code TEXT NOT NULL)`).Error)
+			for name, tt := range map[string]struct {
+				sql  string
+				code string
+			}{
+				"syntax error":       {`INSERT INTO items VALUES (`, "SQLITE_1"},
+				"not null violation": {`INSERT INTO items (id, code) VALUES (1, NULL)`, "SQLITE_1299"}, // SQLITE_CONSTRAINT_NOTNULL
+			} {
+				t.Run(name, func(t *testing.T) {
+					raw := db.Exec(tt.sql).Error
+					require.Error(t, raw)
+					err := locking.Classify(raw)
+					assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
+					assertMatchesOnly(t, err)
+					assert.Equal(t, tt.code, locking.Code(err), "the code is still read from the driver error")
+				})
+			}
+		})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		db := testdb.Postgres(t)
@@ -397,31 +418,49 @@ func TestIsRetryable(t *testing.T) {
 
 func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 	t.Run("sqlite deferred foreign key", func(t *testing.T) {
-		ctx := testdb.Ctx(t)
-		db := testdb.SQLite(t)
-		require.NoError(t, db.Exec(`CREATE TABLE parents (id INTEGER PRIMARY KEY)`).Error)
-		require.NoError(t, db.Exec(`CREATE TABLE children (id INTEGER PRIMARY KEY,
-			parent_id INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`).Error)
-		sqlDB, err := db.DB()
-		require.NoError(t, err)
+		eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+			ctx := testdb.Ctx(t)
+			db := d.open(t)
+			require.NoError(t, db.Exec(`CREATE TABLE parents (id INTEGER PRIMARY KEY)`).Error)
+			require.NoError(t, db.Exec(`CREATE TABLE children (id INTEGER PRIMARY KEY,
+				parent_id INTEGER NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`).Error)
+			sqlDB, err := db.DB()
+			require.NoError(t, err)
+			conn, err := sqlDB.Conn(ctx)
+			require.NoError(t, err)
+			defer conn.Close()
 
-		tx, err := sqlDB.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		_, err = tx.ExecContext(ctx, `INSERT INTO children (id, parent_id) VALUES (1, 99)`)
-		require.NoError(t, err, "a deferred foreign key is only checked at COMMIT")
-		raw := tx.Commit()
-		require.Error(t, raw)
+			tx, err := conn.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, `INSERT INTO children (id, parent_id) VALUES (1, 99)`)
+			require.NoError(t, err, "a deferred foreign key is only checked at COMMIT")
+			raw := tx.Commit()
+			require.Error(t, raw)
 
-		err = locking.ClassifyCommit(raw)
-		assert.True(t, err == raw, "a constraint SQLite reported at COMMIT is returned as is, got %v", err)
-		assertMatchesOnly(t, err)
-		var se sqlite3.Error
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, sqlite3.ErrConstraintForeignKey, se.ExtendedCode)
+			err = locking.ClassifyCommit(raw)
+			assert.True(t, err == raw, "a constraint SQLite reported at COMMIT is returned as is, got %v", err)
+			assertMatchesOnly(t, err)
+			ext, ok := d.code(err)
+			require.True(t, ok, "the driver's own error: %v", err)
+			assert.Equal(t, codeConstraintForeignKey, ext)
+			assert.Equal(t, "SQLITE_787", locking.Code(err))
 
-		var n int64
-		require.NoError(t, db.Raw(`SELECT count(*) FROM children`).Scan(&n).Error)
-		assert.Equal(t, int64(0), n, "the transaction did not commit, as ClassifyCommit says")
+			// SQLite leaves a transaction open when its COMMIT fails.
+			// go-sqlite3 rolls it back itself; the pure-Go driver does
+			// not, so the connection goes back to the pool inside the
+			// transaction (gormlock's own transactions roll back a
+			// failed COMMIT themselves).
+			_, rerr := conn.ExecContext(ctx, "ROLLBACK")
+			if d.name == "glebarez" {
+				require.NoError(t, rerr, "the failed COMMIT left the transaction open")
+			} else {
+				require.Error(t, rerr, "the driver rolled the transaction back")
+			}
+
+			var n int64
+			require.NoError(t, db.Raw(`SELECT count(*) FROM children`).Scan(&n).Error)
+			assert.Equal(t, int64(0), n, "the transaction did not commit, as ClassifyCommit says")
+		})
 	})
 
 	t.Run("postgres deferred unique constraint", func(t *testing.T) {
@@ -452,20 +491,22 @@ func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 }
 
 func TestClassifyCommitTxDoneIsNotUnknown(t *testing.T) {
-	ctx := testdb.Ctx(t)
-	db := testdb.SQLite(t)
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	tx, err := sqlDB.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit())
-	raw := tx.Commit()
-	require.ErrorIs(t, raw, sql.ErrTxDone)
+	eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+		ctx := testdb.Ctx(t)
+		db := d.open(t)
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		tx, err := sqlDB.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+		raw := tx.Commit()
+		require.ErrorIs(t, raw, sql.ErrTxDone)
 
-	err = locking.ClassifyCommit(raw)
-	assert.True(t, err == raw, "sql.ErrTxDone is returned as is, got %v", err)
-	assertMatchesOnly(t, err)
-	assert.False(t, locking.IsRetryable(err))
+		err = locking.ClassifyCommit(raw)
+		assert.True(t, err == raw, "sql.ErrTxDone is returned as is, got %v", err)
+		assertMatchesOnly(t, err)
+		assert.False(t, locking.IsRetryable(err))
+	})
 }
 
 // A broken connection cannot be produced on demand at the exact moment of a

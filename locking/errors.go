@@ -49,9 +49,11 @@ var (
 	// (SQLSTATE 40001); the whole transaction may be retried.
 	ErrSerialization = errors.New("gormlock: serialization failure")
 
-	// ErrNotSupported means the database in use cannot honour the request;
-	// gormlock never silently degrades such a request.
-	ErrNotSupported = errors.New("gormlock: not supported by this database")
+	// ErrNotSupported means gormlock cannot honour the request: the
+	// database in use lacks the feature (SKIP LOCKED on SQLite), or a model
+	// uses something gormlock does not handle. The error names which, and
+	// what to do instead; gormlock never silently degrades such a request.
+	ErrNotSupported = errors.New("gormlock: not supported")
 
 	// ErrRetriesExhausted means a retrying helper ran out of attempts; the
 	// error also matches the last attempt's error.

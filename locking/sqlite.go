@@ -57,10 +57,12 @@ func IsSQLiteBusy(err error) bool {
 
 // sqliteCode returns the SQLite extended result code err carries, from
 // either SQLite driver GORM users pick: github.com/mattn/go-sqlite3 (cgo;
-// its Error is a struct with an ExtendedCode field) or modernc.org/sqlite
-// (pure Go, behind github.com/glebarez/sqlite; its *Error has a Code method
-// returning the extended code). The drivers are recognised by their package
-// path rather than imported, so gormlock builds without cgo.
+// its Error is a struct with an ExtendedCode field) or a pure-Go one:
+// modernc.org/sqlite, or github.com/glebarez/go-sqlite, the fork of it that
+// github.com/glebarez/sqlite (GORM's pure-Go dialector) uses; their *Error
+// has a Code method returning the extended code. The drivers are
+// recognised by their package path rather than imported, so gormlock
+// builds without cgo.
 func sqliteCode(err error) (int, bool) {
 	for _, e := range chain(err) {
 		v := reflect.ValueOf(e)
@@ -82,7 +84,7 @@ func sqliteCode(err error) (int, bool) {
 				}
 				return ext, true
 			}
-		case strings.HasPrefix(pkg, "modernc.org/sqlite"):
+		case strings.HasPrefix(pkg, "modernc.org/sqlite"), pkg == "github.com/glebarez/go-sqlite":
 			if c, ok := e.(interface{ Code() int }); ok {
 				return c.Code(), true
 			}

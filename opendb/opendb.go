@@ -9,7 +9,14 @@
 // upgrades from reading to writing. The price: transactions, even read-only
 // ones, run one at a time.
 //
-// PostgreSQL is the production database; Postgres opens it through pgx.
+// SQLite uses gorm.io/driver/sqlite, whose driver (github.com/mattn/go-sqlite3)
+// is C and needs cgo: in a program built with CGO_ENABLED=0 it returns an
+// error matching locking.ErrNotSupported. PureGoSQLite opens the file with the
+// same settings through a pure-Go driver (github.com/glebarez/sqlite) that
+// the caller passes in, so opendb itself never links one.
+//
+// PostgreSQL is the production database; Postgres opens it through pgx, in
+// Go: a Postgres-only program builds with CGO_ENABLED=0.
 package opendb
 
 import (
@@ -35,15 +42,8 @@ const SQLiteBusyTimeout = 10 * time.Second
 // foreign keys on, synchronous=NORMAL (durable across application crashes,
 // the usual setting with WAL).
 func SQLiteDSN(path string) (string, error) {
-	switch {
-	case path == "":
-		return "", locking.Invalid("opendb: SQLite path is empty")
-	case path == ":memory:" || strings.Contains(path, "mode=memory"):
-		return "", locking.Invalid("opendb: in-memory SQLite gives every pooled connection its own empty database; use a file (for tests, one in t.TempDir())")
-	case strings.HasPrefix(path, "file:"):
-		return "", locking.Invalid("opendb: SQLite path %q is a URI; pass a plain file path", path)
-	case strings.ContainsAny(path, "?#"):
-		return "", locking.Invalid("opendb: SQLite path %q contains '?' or '#'; pass a plain file path", path)
+	if err := checkSQLitePath(path); err != nil {
+		return "", err
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -51,18 +51,46 @@ func SQLiteDSN(path string) (string, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
-	// SQLite decodes %XX in URI file names: escape '%' so the file opened is
-	// the one named.
-	return "file:" + strings.ReplaceAll(path, "%", "%25") + "?" + q.Encode(), nil
+	return sqliteURI(path) + "?" + q.Encode(), nil
+}
+
+// checkSQLitePath refuses a path that is not a plain file path: SQLite
+// would open something else than the file named, or an in-memory database
+// per connection.
+func checkSQLitePath(path string) error {
+	switch {
+	case path == "":
+		return locking.Invalid("opendb: SQLite path is empty")
+	case path == ":memory:" || strings.Contains(path, "mode=memory"):
+		return locking.Invalid("opendb: in-memory SQLite gives every pooled connection its own empty database; use a file (for tests, one in t.TempDir())")
+	case strings.HasPrefix(path, "file:"):
+		return locking.Invalid("opendb: SQLite path %q is a URI; pass a plain file path", path)
+	case strings.ContainsAny(path, "?#"):
+		return locking.Invalid("opendb: SQLite path %q contains '?' or '#'; pass a plain file path", path)
+	}
+	return nil
+}
+
+// sqliteURI returns the file: URI of path, without a query. SQLite decodes
+// %XX in URI file names: '%' is escaped so the file opened is the one named.
+func sqliteURI(path string) string {
+	return "file:" + strings.ReplaceAll(path, "%", "%25")
 }
 
 // SQLite opens (creating if needed) the SQLite database file at path with the
-// settings SQLiteDSN describes. opts are passed to gorm.Open; without any,
-// GORM's logger is silenced.
+// settings SQLiteDSN describes, through gorm.io/driver/sqlite. opts are
+// passed to gorm.Open; without any, GORM's logger is silenced.
+//
+// That driver needs cgo: in a program built with CGO_ENABLED=0, SQLite
+// returns an error matching locking.ErrNotSupported that names the remedies
+// (build with cgo, or open the file with PureGoSQLite), and creates no file.
 func SQLite(path string, opts ...gorm.Option) (*gorm.DB, error) {
 	dsn, err := SQLiteDSN(path)
 	if err != nil {
 		return nil, err
+	}
+	if !cgoEnabled {
+		return nil, errNoCgo(path)
 	}
 	db, err := gorm.Open(sqlite.Open(dsn), withDefaults(opts)...)
 	if err != nil {
@@ -88,8 +116,8 @@ func Postgres(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 
 // Open chooses the database from dsn: a postgres:// or postgresql:// URL, or
 // libpq key=value pairs starting with host=, dbname= or user=, open
-// PostgreSQL; "sqlite:PATH" or a plain file
-// path opens SQLite.
+// PostgreSQL; "sqlite:PATH" or a plain file path opens SQLite with SQLite
+// (so it needs cgo; see PureGoSQLite).
 func Open(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), isKeyValueDSN(dsn):
