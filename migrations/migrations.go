@@ -1,13 +1,3 @@
-// Package migrations holds gormlock's versioned SQL migrations, one folder per
-// supported dialect (sqlite/, postgres/), embedded in the binary and applied
-// with pressly/goose. Version 1 creates the example models' tables (accounts,
-// documents); version 2 the work-queue example's (jobs);
-// version 3 the lease table (gormlock_leases); version 4 the operation table
-// (gormlock_operations).
-//
-//	if err := migrations.Up(ctx, db); err != nil { ... }
-//
-// The applied version is recorded in goose's table, goose_db_version.
 package migrations
 
 import (
@@ -22,6 +12,12 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
+// VersionTable is the table gormlock's migrations are recorded in: goose's
+// version table under a name of gormlock's, so that an application's own
+// goose migrations (in goose_db_version, or a table of its choice) and
+// gormlock's never skip each other.
+const VersionTable = "gormlock_schema_version"
+
 //go:embed sqlite/*.sql postgres/*.sql
 var files embed.FS
 
@@ -30,8 +26,10 @@ var dialects = map[string]goose.Dialect{
 	"postgres": goose.DialectPostgres,
 }
 
-// FS returns the migration files of a dialect ("sqlite" or "postgres", as
-// gorm's Dialector.Name reports it), for use with other tools.
+// FS returns the goose migration files of a dialect ("sqlite" or
+// "postgres", as gorm's Dialector.Name reports it): 00001_leases.sql and
+// 00002_operations.sql, each with a "-- +goose Up" and a "-- +goose Down"
+// section. Another dialect is an error matching locking.ErrNotSupported.
 func FS(dialect string) (fs.FS, error) {
 	if _, ok := dialects[dialect]; !ok {
 		return nil, fmt.Errorf("%w: migrations: no migrations for dialect %q", locking.ErrNotSupported, dialect)
@@ -39,8 +37,10 @@ func FS(dialect string) (fs.FS, error) {
 	return fs.Sub(files, dialect)
 }
 
-// Provider returns a goose provider of db's dialect's migrations, for
-// status, up-to and down-to operations beyond Up and Down.
+// Provider returns a goose provider of gormlock's migrations for db's
+// dialect, recording them in VersionTable, for status, up-to and down-to
+// operations beyond Up and Down. Its Up does not adopt existing tables as
+// Up does.
 func Provider(db *gorm.DB) (*goose.Provider, error) {
 	if db == nil {
 		return nil, locking.Invalid("migrations: db is nil")
@@ -54,18 +54,28 @@ func Provider(db *gorm.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	p, err := goose.NewProvider(dialects[name], sqlDB, fsys)
+	p, err := goose.NewProvider(dialects[name], sqlDB, fsys, goose.WithTableName(VersionTable))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
 	return p, nil
 }
 
-// Up applies every migration not applied yet. ctx governs the whole run.
+// Up applies every migration of gormlock's not applied yet, creating
+// VersionTable when it is missing, and creates no other tables than
+// gormlock's. A migration whose table exists already with the columns it
+// creates is recorded as applied instead (see "Tables that exist already"
+// in the package documentation); one whose table exists with other columns
+// is an error matching ErrTableExists, returned before any of gormlock's
+// tables is created.
+// Up on an up-to-date database changes nothing. ctx governs the whole run.
 func Up(ctx context.Context, db *gorm.DB) error {
 	p, err := Provider(db)
 	if err != nil {
 		return err
+	}
+	if err := adopt(ctx, db, p); err != nil {
+		return fmt.Errorf("migrations: up: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: up: %w", err)
@@ -73,7 +83,8 @@ func Up(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// Down rolls back every applied migration, newest first. ctx governs the
+// Down rolls back every applied migration of gormlock's, newest first,
+// dropping gormlock's tables; it touches no other table. ctx governs the
 // whole run.
 func Down(ctx context.Context, db *gorm.DB) error {
 	p, err := Provider(db)
@@ -86,7 +97,8 @@ func Down(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
-// Version returns the newest applied migration version (0 when none).
+// Version returns the newest of gormlock's migrations applied (0 when
+// none), as recorded in VersionTable, which it creates when it is missing.
 func Version(ctx context.Context, db *gorm.DB) (int64, error) {
 	p, err := Provider(db)
 	if err != nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/mattn/go-sqlite3"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/driver/sqlite"
@@ -18,8 +19,6 @@ import (
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/migrations"
-	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/repository"
 )
 
 // eachEmpty runs fn on an empty (unmigrated) database of every dialect.
@@ -29,6 +28,14 @@ func eachEmpty(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, testdb.Postgres(t)) })
 }
 
+// latest is the newest migration version.
+const latest = 2
+
+var (
+	ownTables     = []string{"gormlock_leases", "gormlock_operations"}
+	exampleTables = []string{"accounts", "documents", "jobs"}
+)
+
 func requireVersion(t *testing.T, db *gorm.DB, want int64) {
 	t.Helper()
 	v, err := migrations.Version(context.Background(), db)
@@ -36,12 +43,9 @@ func requireVersion(t *testing.T, db *gorm.DB, want int64) {
 	require.Equal(t, want, v)
 }
 
-// latest is the newest migration version.
-const latest = 4
-
-func requireTables(t *testing.T, db *gorm.DB, want bool) {
+func requireTables(t *testing.T, db *gorm.DB, tables []string, want bool) {
 	t.Helper()
-	for _, table := range []string{"accounts", "documents", "jobs", "gormlock_leases", "gormlock_operations"} {
+	for _, table := range tables {
 		require.Equal(t, want, db.Migrator().HasTable(table), "table %s exists", table)
 	}
 }
@@ -53,27 +57,42 @@ func count(t *testing.T, db *gorm.DB, query string) int64 {
 	return n
 }
 
+// versions returns the versions recorded in the goose version table table.
+func versions(t *testing.T, db *gorm.DB, table string) []int64 {
+	t.Helper()
+	var out []int64
+	require.NoError(t, db.Table(table).Order("version_id").Pluck("version_id", &out).Error)
+	return out
+}
+
+func insertLease(t *testing.T, db *gorm.DB, key string) {
+	t.Helper()
+	require.NoError(t, db.Exec(`INSERT INTO gormlock_leases (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+		VALUES ('accounts', ?, 'ann', NULL, 1, 0, 0)`, key).Error)
+}
+
 func TestUpDownUp(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		requireTables(t, db, false)
+		requireTables(t, db, ownTables, false)
 		requireVersion(t, db, 0)
 
 		require.NoError(t, migrations.Up(ctx, db))
-		requireTables(t, db, true)
+		requireTables(t, db, ownTables, true)
 		requireVersion(t, db, latest)
+		assert.Equal(t, []int64{0, 1, 2}, versions(t, db, migrations.VersionTable))
+		requireTables(t, db, exampleTables, false)
+		assert.False(t, db.Migrator().HasTable(goose.DefaultTablename), "gormlock never uses goose's default table")
 
 		// A second Up applies nothing: the data survives and goose records nothing new.
-		require.NoError(t, db.Exec(`INSERT INTO accounts (owner, balance, frozen, version, created_at, updated_at)
-			VALUES ('ada', 5, FALSE, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`).Error)
-		records := count(t, db, `SELECT count(*) FROM goose_db_version`)
+		insertLease(t, db, "1")
 		require.NoError(t, migrations.Up(ctx, db))
 		requireVersion(t, db, latest)
-		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM accounts`))
-		assert.Equal(t, records, count(t, db, `SELECT count(*) FROM goose_db_version`))
+		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM gormlock_leases`))
+		assert.Equal(t, []int64{0, 1, 2}, versions(t, db, migrations.VersionTable))
 
 		require.NoError(t, migrations.Down(ctx, db))
-		requireTables(t, db, false)
+		requireTables(t, db, ownTables, false)
 		requireVersion(t, db, 0)
 
 		// Down with nothing applied is a no-op too.
@@ -81,192 +100,252 @@ func TestUpDownUp(t *testing.T) {
 		requireVersion(t, db, 0)
 
 		require.NoError(t, migrations.Up(ctx, db))
-		requireTables(t, db, true)
+		requireTables(t, db, ownTables, true)
 		requireVersion(t, db, latest)
-		assert.Equal(t, int64(0), count(t, db, `SELECT count(*) FROM accounts`))
+		assert.Equal(t, int64(0), count(t, db, `SELECT count(*) FROM gormlock_leases`))
+		requireTables(t, db, exampleTables, false)
 	})
 }
 
-func TestVersionColumnIsNotNullAndPositive(t *testing.T) {
+func TestConstraints(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
 		require.NoError(t, migrations.Up(context.Background(), db))
-		insert := func(version any) error {
-			return db.Exec(`INSERT INTO accounts (owner, balance, frozen, version, created_at, updated_at)
-				VALUES ('ada', 0, FALSE, ?, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`, version).Error
+		lease := func(key string, fence any) error {
+			return db.Exec(`INSERT INTO gormlock_leases (resource, record_key, fence, acquired_ms, expires_ms)
+				VALUES ('accounts', ?, ?, 0, 0)`, key, fence).Error
 		}
-		insertDoc := func(id string, version any) error {
-			return db.Exec(`INSERT INTO documents (id, title, version, created_at, updated_at)
-				VALUES (?, 'readme', ?, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`, id, version).Error
-		}
-
-		require.NoError(t, insert(1))
-		require.NoError(t, insertDoc("a", 1))
-
-		for name, err := range map[string]error{
-			"accounts null":  insert(nil),
-			"documents null": insertDoc("b", nil),
-		} {
-			requireConstraint(t, db, err, sqlite3.ErrConstraintNotNull, "23502", name)
-		}
-		for name, err := range map[string]error{
-			"accounts zero":      insert(0),
-			"accounts negative":  insert(-1),
-			"documents zero":     insertDoc("c", 0),
-			"documents negative": insertDoc("d", -4),
-		} {
-			requireConstraint(t, db, err, sqlite3.ErrConstraintCheck, "23514", name)
-		}
-		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM accounts`))
-		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM documents`))
+		require.NoError(t, lease("1", 1))
+		requireConstraint(t, db, lease("2", nil), notNull, "null fence")
+		requireConstraint(t, db, lease("3", 0), check, "zero fence")
+		requireConstraint(t, db, lease("4", -1), check, "negative fence")
+		requireConstraint(t, db, db.Exec(`INSERT INTO gormlock_operations (op_key, resource, record_key, kind, version, created_ms, expires_ms)
+			VALUES ('k', 'accounts', NULL, 'update', 2, 0, 0)`).Error, notNull, "null record_key")
+		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM gormlock_leases`))
+		assert.Equal(t, int64(0), count(t, db, `SELECT count(*) FROM gormlock_operations`))
 	})
 }
 
-// requireConstraint checks err is the given constraint violation of db's dialect.
-func requireConstraint(t *testing.T, db *gorm.DB, err error, sqliteCode sqlite3.ErrNoExtended, sqlState, msg string) {
-	t.Helper()
-	require.Error(t, err, msg)
-	switch db.Dialector.Name() {
-	case "sqlite":
-		var se sqlite3.Error
-		require.ErrorAs(t, err, &se, msg)
-		assert.Equal(t, sqliteCode, se.ExtendedCode, msg)
-	case "postgres":
-		var pgErr *pgconn.PgError
-		require.ErrorAs(t, err, &pgErr, msg)
-		assert.Equal(t, sqlState, pgErr.Code, msg)
-	}
-}
-
-func TestSchemaMatchesModels(t *testing.T) {
-	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-		ctx := context.Background()
-		require.NoError(t, migrations.Up(ctx, db))
-
-		accounts, err := repository.New[models.Account](db)
-		require.NoError(t, err)
-		require.NoError(t, accounts.VerifySchema(ctx))
-		documents, err := repository.New[models.Document](db)
-		require.NoError(t, err)
-		require.NoError(t, documents.VerifySchema(ctx))
-
-		for _, model := range []any{&models.Account{}, &models.Document{}} {
-			cols, err := db.Migrator().ColumnTypes(model)
-			require.NoError(t, err)
-			byName := map[string]gorm.ColumnType{}
-			for _, c := range cols {
-				byName[c.Name()] = c
-			}
-			version, ok := byName["version"]
-			require.True(t, ok, "%T has a version column", model)
-			nullable, known := version.Nullable()
-			require.True(t, known, "%T: the driver reports nullability", model)
-			assert.False(t, nullable, "%T: version must be NOT NULL", model)
-
-			id, ok := byName["id"]
-			require.True(t, ok)
-			pk, known := id.PrimaryKey()
-			require.True(t, known)
-			assert.True(t, pk, "%T: id is the primary key", model)
-		}
-	})
-}
-
-// Hand-made tables. Each mismatching one has a matching twin, so a test
-// fails when VerifySchema rejects a good table as well as when it accepts a
-// bad one.
-const (
-	goodAccounts = `CREATE TABLE accounts (id BIGINT PRIMARY KEY, owner TEXT NOT NULL,
-		balance BIGINT NOT NULL, frozen BOOLEAN NOT NULL, version BIGINT NOT NULL,
-		created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL)`
-	nullableVersionAccounts = `CREATE TABLE accounts (id BIGINT PRIMARY KEY, owner TEXT NOT NULL,
-		balance BIGINT NOT NULL, frozen BOOLEAN NOT NULL, version BIGINT,
-		created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL)`
-	goodDocuments = `CREATE TABLE documents (id TEXT PRIMARY KEY, title TEXT NOT NULL,
-		attrs TEXT NOT NULL, version BIGINT NOT NULL,
-		created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL)`
-	noTitleDocuments = `CREATE TABLE documents (id TEXT PRIMARY KEY,
-		attrs TEXT NOT NULL, version BIGINT NOT NULL,
-		created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL)`
-	noPrimaryKeyDocuments = `CREATE TABLE documents (id TEXT NOT NULL UNIQUE, title TEXT NOT NULL,
-		attrs TEXT NOT NULL, version BIGINT NOT NULL,
-		created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL)`
-	manyProblemsDocuments = `CREATE TABLE documents (id TEXT NOT NULL, title TEXT NOT NULL,
-		version BIGINT, created_at TIMESTAMP NOT NULL)`
+// A constraint violation's code per dialect, as locking.Code reports it
+// (SQLite's extended result codes SQLITE_CONSTRAINT_NOTNULL and
+// SQLITE_CONSTRAINT_CHECK; SQLSTATE), so this file needs no driver's types.
+var (
+	notNull = map[string]string{"sqlite": "SQLITE_1299", "postgres": "23502"}
+	check   = map[string]string{"sqlite": "SQLITE_275", "postgres": "23514"}
 )
 
-func verify[T any](t *testing.T, db *gorm.DB) error {
+func requireConstraint(t *testing.T, db *gorm.DB, err error, code map[string]string, msg string) {
 	t.Helper()
-	r, err := repository.New[T](db)
-	require.NoError(t, err)
-	return r.VerifySchema(context.Background())
+	require.Error(t, err, msg)
+	assert.Equal(t, code[db.Dialector.Name()], locking.Code(err), "%s: %v", msg, err)
 }
 
-func requireSchemaError(t *testing.T, err error, table string, problems ...string) {
+// The application's own goose migrations, 1 to 3, in goose's default
+// table. Their SQL runs on both dialects.
+var appMigrations = fstest.MapFS{
+	"00001_users.sql": {Data: []byte(`-- +goose Up
+CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT NOT NULL);
+-- +goose Down
+DROP TABLE users;
+`)},
+	"00002_orders.sql": {Data: []byte(`-- +goose Up
+CREATE TABLE orders (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL);
+-- +goose Down
+DROP TABLE orders;
+`)},
+	"00003_users_email.sql": {Data: []byte(`-- +goose Up
+ALTER TABLE users ADD COLUMN email TEXT;
+-- +goose Down
+ALTER TABLE users DROP COLUMN email;
+`)},
+}
+
+var gooseDialects = map[string]goose.Dialect{"sqlite": goose.DialectSQLite3, "postgres": goose.DialectPostgres}
+
+// gooseProvider returns a provider of fsys's migrations in goose's default
+// table, as an application that uses goose has.
+func gooseProvider(t *testing.T, db *gorm.DB, fsys fs.FS) *goose.Provider {
 	t.Helper()
-	require.ErrorIs(t, err, repository.ErrSchemaMismatch)
-	var se *repository.SchemaError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, table, se.Table)
-	assert.Equal(t, problems, se.Problems)
-	for _, p := range problems {
-		assert.Contains(t, err.Error(), p)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	p, err := goose.NewProvider(gooseDialects[db.Dialector.Name()], sqlDB, fsys)
+	require.NoError(t, err)
+	return p
+}
+
+func requireAppVersion(t *testing.T, app *goose.Provider, want int64) {
+	t.Helper()
+	v, err := app.GetDBVersion(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, want, v)
+}
+
+// requireAppSchema checks that the application's three migrations have
+// taken effect (or that none has).
+func requireAppSchema(t *testing.T, db *gorm.DB, want bool) {
+	t.Helper()
+	requireTables(t, db, []string{"users", "orders"}, want)
+	if want {
+		assert.True(t, db.Migrator().HasColumn("users", "email"), "migration 3 ran")
 	}
 }
 
-func TestVerifySchemaAcceptsHandMadeTables(t *testing.T) {
+func TestSideBySideWithTheApplicationsGooseMigrations(t *testing.T) {
+	for _, order := range []string{"application first", "gormlock first"} {
+		t.Run(order, func(t *testing.T) {
+			eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+				ctx := context.Background()
+				app := gooseProvider(t, db, appMigrations)
+				upApp := func() {
+					_, err := app.Up(ctx)
+					require.NoError(t, err)
+				}
+				upGormlock := func() { require.NoError(t, migrations.Up(ctx, db)) }
+				if order == "application first" {
+					upApp()
+					upGormlock()
+				} else {
+					upGormlock()
+					upApp()
+				}
+
+				// Both fully applied, each in its own table.
+				requireAppSchema(t, db, true)
+				requireTables(t, db, ownTables, true)
+				requireAppVersion(t, app, 3)
+				requireVersion(t, db, latest)
+				assert.Equal(t, []int64{0, 1, 2, 3}, versions(t, db, goose.DefaultTablename))
+				assert.Equal(t, []int64{0, 1, 2}, versions(t, db, migrations.VersionTable))
+
+				// Again, in the other order: nothing to do.
+				upGormlock()
+				upApp()
+				assert.Equal(t, []int64{0, 1, 2, 3}, versions(t, db, goose.DefaultTablename))
+				assert.Equal(t, []int64{0, 1, 2}, versions(t, db, migrations.VersionTable))
+
+				// Down of one leaves the other.
+				require.NoError(t, migrations.Down(ctx, db))
+				requireTables(t, db, ownTables, false)
+				requireVersion(t, db, 0)
+				requireAppSchema(t, db, true)
+				requireAppVersion(t, app, 3)
+
+				upGormlock()
+				_, err := app.DownTo(ctx, 0)
+				require.NoError(t, err)
+				requireAppSchema(t, db, false)
+				requireAppVersion(t, app, 0)
+				requireTables(t, db, ownTables, true)
+				requireVersion(t, db, latest)
+			})
+		})
+	}
+}
+
+// legacy returns the migrations of the gormlock that recorded its versions
+// in goose_db_version (1 and 2 the example tables, 3 the lease table, 4 the
+// operation table), in goose's default table as it applied them.
+func legacy(t *testing.T, db *gorm.DB) *goose.Provider {
+	t.Helper()
+	return gooseProvider(t, db, os.DirFS(filepath.Join("testdata", "legacy", db.Dialector.Name())))
+}
+
+// The negative control of the test above: with the previous gormlock's
+// migrations in goose_db_version, the application's migrations 1 to 3 are
+// skipped, as the issue reports.
+func TestTheLegacyMigrationsSkippedTheApplications(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-		require.NoError(t, db.Exec(goodAccounts).Error)
-		require.NoError(t, db.Exec(goodDocuments).Error)
-		assert.NoError(t, verify[models.Account](t, db))
-		assert.NoError(t, verify[models.Document](t, db))
+		ctx := context.Background()
+		_, err := legacy(t, db).Up(ctx)
+		require.NoError(t, err)
+		applied, err := gooseProvider(t, db, appMigrations).Up(ctx)
+		require.NoError(t, err, "goose sees versions 1 to 3 applied, silently")
+		assert.Empty(t, applied)
+		requireAppSchema(t, db, false)
 	})
 }
 
-func TestVerifySchemaDetectsMismatch(t *testing.T) {
-	t.Run("nullable version", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			require.NoError(t, db.Exec(nullableVersionAccounts).Error)
-			requireSchemaError(t, verify[models.Account](t, db), "accounts",
-				"version column version is nullable; it must be NOT NULL")
-		})
+func TestUpAdoptsADatabaseOfThePreviousVersion(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		old := legacy(t, db)
+		_, err := old.Up(ctx)
+		require.NoError(t, err)
+		insertLease(t, db, "7")
+		before := versions(t, db, goose.DefaultTablename)
+		require.Equal(t, []int64{0, 1, 2, 3, 4}, before)
+
+		require.NoError(t, migrations.Up(ctx, db))
+		requireVersion(t, db, latest)
+		assert.Equal(t, []int64{0, 1, 2}, versions(t, db, migrations.VersionTable))
+		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM gormlock_leases`), "the lease table was kept")
+		assert.Equal(t, before, versions(t, db, goose.DefaultTablename), "goose_db_version is left alone")
+		requireTables(t, db, exampleTables, true)
+
+		// Down now drops gormlock's tables, and only those.
+		require.NoError(t, migrations.Down(ctx, db))
+		requireTables(t, db, ownTables, false)
+		requireTables(t, db, exampleTables, true)
 	})
-	t.Run("missing column", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			require.NoError(t, db.Exec(noTitleDocuments).Error)
-			requireSchemaError(t, verify[models.Document](t, db), "documents",
-				"column title (field Title) is missing")
-		})
+}
+
+func TestUpAdoptsWhatExistsAndCreatesTheRest(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := legacy(t, db).UpTo(ctx, 3) // a gormlock from before operation keys
+		require.NoError(t, err)
+		insertLease(t, db, "7")
+		require.False(t, db.Migrator().HasTable("gormlock_operations"))
+
+		require.NoError(t, migrations.Up(ctx, db))
+		requireVersion(t, db, latest)
+		requireTables(t, db, ownTables, true)
+		assert.Equal(t, int64(1), count(t, db, `SELECT count(*) FROM gormlock_leases`))
+		assert.Equal(t, []int64{0, 1, 2, 3}, versions(t, db, goose.DefaultTablename))
 	})
-	t.Run("id not the primary key", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			require.NoError(t, db.Exec(noPrimaryKeyDocuments).Error)
-			requireSchemaError(t, verify[models.Document](t, db), "documents",
-				"column id is not the primary key")
-		})
+}
+
+func TestUpAdoptsTablesCreatedFromScripts(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+		scripts, err := migrations.Scripts(db.Dialector.Name())
+		require.NoError(t, err)
+		for _, s := range scripts {
+			require.NoError(t, db.Exec(s.Up).Error, "the whole Up at once")
+		}
+		require.NoError(t, migrations.Up(context.Background(), db))
+		requireVersion(t, db, latest)
 	})
-	t.Run("every problem listed", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			require.NoError(t, db.Exec(manyProblemsDocuments).Error)
-			requireSchemaError(t, verify[models.Document](t, db), "documents",
-				"column id is not the primary key",
-				"version column version is nullable; it must be NOT NULL",
-				"column attrs (field Attrs) is missing",
-				"column updated_at (field UpdatedAt) is missing")
-		})
+}
+
+func TestUpRefusesAForeignTable(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+		require.NoError(t, db.Exec(`CREATE TABLE gormlock_leases (id BIGINT PRIMARY KEY, resource TEXT, note TEXT)`).Error)
+		err := migrations.Up(context.Background(), db)
+		require.ErrorIs(t, err, migrations.ErrTableExists)
+		for _, part := range []string{"gormlock_leases", "migration 1", "column record_key is missing",
+			"column id is not the migration's", "column note is not the migration's"} {
+			assert.Contains(t, err.Error(), part)
+		}
+		assert.NotContains(t, err.Error(), "column resource")
+		assert.False(t, db.Migrator().HasTable("gormlock_operations"), "nothing was run")
+		requireVersion(t, db, 0)
 	})
-	t.Run("missing table", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			requireSchemaError(t, verify[models.Account](t, db), "accounts", "table does not exist")
-			requireSchemaError(t, verify[models.Document](t, db), "documents", "table does not exist")
-		})
-	})
-	t.Run("after Down", func(t *testing.T) {
-		eachEmpty(t, func(t *testing.T, db *gorm.DB) {
-			ctx := context.Background()
-			require.NoError(t, migrations.Up(ctx, db))
-			require.NoError(t, migrations.Down(ctx, db))
-			requireSchemaError(t, verify[models.Account](t, db), "accounts", "table does not exist")
-		})
+}
+
+// The columns Up's adoption expects are those the migrations create.
+func TestAdoptionKnowsTheColumns(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
+		require.NoError(t, migrations.Up(context.Background(), db))
+		created := migrations.Created()
+		require.Len(t, created, latest)
+		for v, want := range created {
+			cols, err := db.Migrator().ColumnTypes(want[0])
+			require.NoError(t, err, "migration %d", v)
+			var names []string
+			for _, c := range cols {
+				names = append(names, c.Name())
+			}
+			assert.ElementsMatch(t, want[1:], names, "migration %d", v)
+		}
 	})
 }
 
@@ -281,7 +360,7 @@ func TestFS(t *testing.T) {
 			for _, e := range entries {
 				names = append(names, e.Name())
 			}
-			assert.Equal(t, []string{"00001_example_models.sql", "00002_jobs.sql", "00003_leases.sql", "00004_operations.sql"}, names)
+			assert.Equal(t, []string{"00001_leases.sql", "00002_operations.sql"}, names)
 			for _, name := range names {
 				body, err := fs.ReadFile(fsys, name)
 				require.NoError(t, err)
@@ -297,6 +376,9 @@ func TestFS(t *testing.T) {
 			require.ErrorIs(t, err, locking.ErrNotSupported)
 			assert.Nil(t, fsys)
 			assert.Contains(t, err.Error(), `"`+dialect+`"`)
+			scripts, err := migrations.Scripts(dialect)
+			require.ErrorIs(t, err, locking.ErrNotSupported)
+			assert.Nil(t, scripts)
 		})
 	}
 }
@@ -323,8 +405,8 @@ func TestUnsupportedDialectIsRefused(t *testing.T) {
 	err = migrations.Up(ctx, db)
 	require.ErrorIs(t, err, locking.ErrNotSupported)
 	assert.Contains(t, err.Error(), `"mysql"`)
-	assert.False(t, db.Migrator().HasTable("goose_db_version"), "nothing was run")
-	assert.False(t, db.Migrator().HasTable("accounts"), "nothing was run")
+	assert.False(t, db.Migrator().HasTable(migrations.VersionTable), "nothing was run")
+	assert.False(t, db.Migrator().HasTable("gormlock_leases"), "nothing was run")
 
 	require.ErrorIs(t, migrations.Down(ctx, db), locking.ErrNotSupported)
 	_, err = migrations.Version(ctx, db)
@@ -350,6 +432,6 @@ func TestUpHonoursContext(t *testing.T) {
 	cancel()
 	err := migrations.Up(ctx, db)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.False(t, db.Migrator().HasTable("accounts"))
+	assert.False(t, db.Migrator().HasTable("gormlock_leases"))
 	assert.False(t, errors.Is(err, locking.ErrInvalidArgument))
 }

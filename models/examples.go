@@ -7,7 +7,7 @@ import (
 )
 
 // Account is an example entity with an integer key: a balance that concurrent
-// transfers and increments fight over. Its table is created by the migrations.
+// transfers and increments fight over. Its table is created by the example programs' migrations (internal/exampledb); an application creates its own tables.
 type Account struct {
 	Model
 	Owner   string `gorm:"column:owner;not null" json:"owner"`
@@ -21,7 +21,7 @@ func (Account) TableName() string { return "accounts" }
 
 // Document is an example entity with its own string key (a UUID or a slug)
 // and free-form attributes, the record of the Couchbase seed's two-writer
-// story. Its table is created by the migrations.
+// story. Its table is created by the example programs' migrations (internal/exampledb); an application creates its own tables.
 type Document struct {
 	ID    string     `gorm:"column:id;primaryKey" json:"id"`
 	Title string     `gorm:"column:title;not null" json:"title"`
@@ -81,7 +81,7 @@ func (a *Attributes) Scan(src any) error {
 
 // Job is an example work-queue entry: workers claim pending jobs (Claim,
 // SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL), run them and mark them
-// done in the same transaction. Its table is created by the migrations.
+// done in the same transaction. Its table is created by the example programs' migrations (internal/exampledb); an application creates its own tables.
 type Job struct {
 	Model
 	Queue   string `gorm:"column:queue;not null" json:"queue"`

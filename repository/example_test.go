@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -27,7 +27,7 @@ func exampleDB() (*gorm.DB, func()) {
 	if err != nil {
 		panic(err)
 	}
-	if err := migrations.Up(context.Background(), db); err != nil {
+	if err := exampledb.Migrate(context.Background(), db); err != nil {
 		panic(err)
 	}
 	return db, func() { _ = opendb.Close(db); _ = os.RemoveAll(dir) }

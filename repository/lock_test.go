@@ -15,9 +15,9 @@ import (
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -280,7 +280,7 @@ func TestSQLiteTransactionsHoldTheWriteLockFromBegin(t *testing.T) {
 	path := t.TempDir() + "/deferred.db"
 	db, err := gorm.Open(sqlite.Open("file:"+path+"?_journal_mode=WAL&_busy_timeout=0&_txlock=deferred"), &gorm.Config{})
 	require.NoError(t, err)
-	require.NoError(t, migrations.Up(context.Background(), db))
+	require.NoError(t, exampledb.Migrate(context.Background(), db))
 	t.Cleanup(func() { _ = opendb.Close(db) })
 	accounts, _ := repos(t, db)
 	a := newAccount(t, accounts, "ann", 10)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
 )
@@ -30,8 +33,21 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaMismatch }
 // VerifySchema checks that T's table exists with every column the model maps,
 // that the primary key column is the table's primary key, and that the version
 // column is NOT NULL (a NULL version would match no guard and could never be
-// written). It returns a *SchemaError listing every problem, or nil. Call it
-// at start-up, after migrations.
+// written).
+//
+// With leases on (WithLeases, WithLeaseTTL) it checks the lease table,
+// LeaseTable, too: that it exists with every column gormlock uses, that
+// (resource, record_key) is its primary key, and that token_hash accepts NULL
+// (releasing a lease writes it). Without the table every guarded write of the
+// repository would fail.
+//
+// It returns a *SchemaError listing every problem of a table, both joined
+// (errors.Join) when both tables have problems, or nil; every such error
+// matches ErrSchemaMismatch. Call it at start-up, after migrations.
+//
+// It does not check the operation table: operation keys are chosen per call
+// (OpKey), so a repository cannot tell whether it will need it. Call
+// VerifyOperationSchema at start-up when you use them.
 //
 // A failure to ask (ctx ended, the connection broke) is returned as such,
 // never reported as a schema problem.
@@ -40,36 +56,64 @@ func (r *Repository[T]) VerifySchema(ctx context.Context) error {
 		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
 	}
 	db := r.DB(ctx)
+	entity, err := r.verifyEntityTable(ctx, db)
+	if err != nil {
+		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
+	}
+	if r.leases == nil {
+		return schemaErr(entity)
+	}
+	lease, err := verifyOwnTable(ctx, db, leaseTableSpec)
+	if err != nil {
+		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
+	}
+	switch {
+	case entity != nil && lease != nil:
+		return errors.Join(entity, lease)
+	case lease != nil:
+		return lease
+	}
+	return schemaErr(entity)
+}
+
+// schemaErr returns e as an error: nil when e is nil.
+func schemaErr(e *SchemaError) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// verifyEntityTable returns the problems of T's table, or a failure to ask.
+func (r *Repository[T]) verifyEntityTable(ctx context.Context, db *gorm.DB) (*SchemaError, error) {
 	var zero T
 	if !db.Migrator().HasTable(&zero) {
-		// GORM's HasTable reports a failed query as "no table": ask
-		// again in a way that returns the error.
-		var one int
-		if err := db.Raw("SELECT 1").Scan(&one).Error; err != nil {
-			return fmt.Errorf("%s: VerifySchema: %w", r.m.table, locking.Classify(err))
+		if err := askable(ctx, db); err != nil {
+			return nil, err
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
-		}
-		return &SchemaError{Table: r.m.table, Problems: []string{"table does not exist"}}
+		return &SchemaError{Table: r.m.table, Problems: []string{"table does not exist"}}, nil
 	}
 	cols, err := db.Migrator().ColumnTypes(&zero)
 	if err != nil {
-		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, locking.Classify(err))
+		return nil, locking.Classify(err)
 	}
 	byName := make(map[string]bool, len(cols))
+	keyCol := make(map[string]bool, len(r.m.pks))
+	for _, f := range r.m.pks {
+		keyCol[f.DBName] = true
+	}
 	var problems []string
 	for _, c := range cols {
 		name := c.Name()
 		byName[name] = true
-		switch name {
-		case r.m.version.DBName:
+		switch {
+		case name == r.m.version.DBName:
 			if nullable, ok := c.Nullable(); ok && nullable {
 				problems = append(problems, fmt.Sprintf("version column %s is nullable; it must be NOT NULL", name))
 			}
-		case r.m.pk.DBName:
+		case keyCol[name]:
 			if pk, ok := c.PrimaryKey(); ok && !pk {
-				problems = append(problems, fmt.Sprintf("column %s is not the primary key", name))
+				problems = append(problems, fmt.Sprintf("column %s is not (part of) the primary key", name))
 			}
 		}
 	}
@@ -79,7 +123,143 @@ func (r *Repository[T]) VerifySchema(ctx context.Context) error {
 		}
 	}
 	if len(problems) > 0 {
-		return &SchemaError{Table: r.m.table, Problems: problems}
+		return &SchemaError{Table: r.m.table, Problems: problems}, nil
 	}
-	return nil
+	return nil, nil
+}
+
+// askable returns nil when db answers a query, and the classified failure
+// (or ctx's error) otherwise. GORM's HasTable reports a failed query as "no
+// table": this tells the two apart.
+func askable(ctx context.Context, db *gorm.DB) error {
+	var one int
+	if err := db.Raw("SELECT 1").Scan(&one).Error; err != nil {
+		return locking.Classify(err)
+	}
+	return ctx.Err()
+}
+
+// VerifyOperationSchema checks the operation table, OperationTable, that
+// writes with an operation key (OpKey), LookupOperation and PurgeOperations
+// use: that it exists in db with every column gormlock uses and that op_key
+// is its primary key. It returns a *SchemaError listing every problem
+// (matching ErrSchemaMismatch), or nil. Call it at start-up, after
+// migrations, when you use operation keys; VerifySchema does not check this
+// table. ctx governs the queries; a failure to ask is returned as such.
+func VerifyOperationSchema(ctx context.Context, db *gorm.DB) error {
+	s, err := storeOf(db, "VerifyOperationSchema")
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("VerifyOperationSchema: %w", err)
+	}
+	conn, _ := s.conn(ctx)
+	problems, err := verifyOwnTable(ctx, conn.WithContext(ctx), operationTableSpec)
+	if err != nil {
+		return fmt.Errorf("VerifyOperationSchema: %w", err)
+	}
+	return schemaErr(problems)
+}
+
+// ownTable is what gormlock needs of one of its own tables.
+type ownTable struct {
+	name     string
+	columns  []string // every column gormlock reads or writes
+	key      []string // the primary key's columns
+	nullable []string // the columns gormlock writes NULL into
+}
+
+// The lease and operation tables as the migrations create them.
+var (
+	leaseTableSpec = ownTable{
+		name:     LeaseTable,
+		columns:  []string{"resource", "record_key", "owner", "token_hash", "fence", "acquired_ms", "expires_ms"},
+		key:      []string{"resource", "record_key"},
+		nullable: []string{"token_hash"},
+	}
+	operationTableSpec = ownTable{
+		name:    OperationTable,
+		columns: []string{"op_key", "resource", "record_key", "kind", "version", "fingerprint", "created_ms", "expires_ms"},
+		key:     []string{"op_key"},
+	}
+)
+
+// ownColumn is one column of a table as the database describes it.
+type ownColumn struct {
+	notNull bool
+	pk      bool
+}
+
+// verifyOwnTable returns the problems of the table spec names, or a failure
+// to ask.
+func verifyOwnTable(ctx context.Context, db *gorm.DB, spec ownTable) (*SchemaError, error) {
+	if !db.Migrator().HasTable(spec.name) {
+		if err := askable(ctx, db); err != nil {
+			return nil, err
+		}
+		return &SchemaError{Table: spec.name, Problems: []string{"table does not exist"}}, nil
+	}
+	cols, err := describe(db, spec.name)
+	if err != nil {
+		return nil, locking.Classify(err)
+	}
+	var problems []string
+	for _, name := range spec.columns {
+		c, ok := cols[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("column %s is missing", name))
+			continue
+		}
+		if slices.Contains(spec.nullable, name) && c.notNull {
+			problems = append(problems, fmt.Sprintf("column %s is NOT NULL; gormlock writes NULL into it", name))
+		}
+	}
+	var key []string
+	for name, c := range cols {
+		if c.pk {
+			key = append(key, name)
+		}
+	}
+	slices.Sort(key)
+	if want := slices.Sorted(slices.Values(spec.key)); !slices.Equal(key, want) {
+		problem := "the primary key must be (" + strings.Join(spec.key, ", ") + ")"
+		if len(key) == 0 {
+			problem += "; the table has none"
+		} else {
+			problem += ", not (" + strings.Join(key, ", ") + ")"
+		}
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return &SchemaError{Table: spec.name, Problems: problems}, nil
+	}
+	return nil, nil
+}
+
+// describe returns the columns of table by name. SQLite's own description
+// (PRAGMA table_info) is read directly: GORM's SQLite driver parses the
+// CREATE TABLE text instead, and misreads one with comments (as the
+// migrations' are).
+func describe(db *gorm.DB, table string) (map[string]ownColumn, error) {
+	out := map[string]ownColumn{}
+	if db.Dialector.Name() == "sqlite" {
+		var rows []struct {
+			Name    string
+			NotNull bool
+			PK      int
+		}
+		err := db.Raw(`SELECT name, "notnull" AS not_null, pk FROM pragma_table_info(?)`, table).Scan(&rows).Error
+		for _, r := range rows {
+			out[r.Name] = ownColumn{notNull: r.NotNull, pk: r.PK > 0}
+		}
+		return out, err
+	}
+	cols, err := db.Migrator().ColumnTypes(table)
+	for _, c := range cols {
+		nullable, _ := c.Nullable()
+		pk, _ := c.PrimaryKey()
+		out[c.Name()] = ownColumn{notNull: !nullable, pk: pk}
+	}
+	return out, err
 }

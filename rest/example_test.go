@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gormlock/gormlock/migrations"
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -26,7 +27,8 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer opendb.Close(db)
-	if err := migrations.Up(context.Background(), db); err != nil {
+	// The example models' tables (documents), and gormlock's own.
+	if err := exampledb.Migrate(context.Background(), db); err != nil {
 		panic(err)
 	}
 	docs, _ := repository.New[models.Document](db)
@@ -36,7 +38,7 @@ func ExampleNew() {
 
 	h, _ := rest.New(docs)
 	mux := http.NewServeMux()
-	mux.Handle("/documents/", http.StripPrefix("/documents", h))
+	rest.Mount(mux, "/documents", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -61,4 +63,51 @@ func ExampleNew() {
 	// Output:
 	// alice: 200 new ETag: true alice's ETag: true
 	// bob: 412 new ETag: true alice's ETag: true
+}
+
+// Mount serves the collection with and without its trailing slash, so a
+// POST to /documents creates instead of being redirected; a PATCH (a JSON
+// merge patch) then changes only the fields it names.
+func ExampleMount() {
+	dir, _ := os.MkdirTemp("", "gormlock-rest-example")
+	defer os.RemoveAll(dir)
+	db, err := opendb.SQLite(filepath.Join(dir, "docs.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer opendb.Close(db)
+	if err := exampledb.Migrate(context.Background(), db); err != nil {
+		panic(err)
+	}
+	docs, _ := repository.New[models.Document](db)
+	h, _ := rest.New(docs)
+	mux := http.NewServeMux()
+	rest.Mount(mux, "/documents", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	send := func(method, path, contentType, ifMatch, body string) *http.Response {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		res, err := http.DefaultTransport.RoundTrip(req) // no redirects followed
+		if err != nil {
+			panic(err)
+		}
+		return res
+	}
+	res := send("POST", "/documents", "application/json", "", `{"id":"d1","title":"draft","attrs":{"lang":"en"}}`)
+	res.Body.Close()
+	fmt.Println("POST /documents:", res.StatusCode, res.Header.Get("Location"))
+
+	res = send("PATCH", "/documents/d1", "application/merge-patch+json", res.Header.Get("ETag"), `{"title":"final"}`)
+	var d models.Document
+	_ = json.NewDecoder(res.Body).Decode(&d)
+	res.Body.Close()
+	fmt.Println("PATCH:", res.StatusCode, d.Title, d.Attrs["lang"])
+	// Output:
+	// POST /documents: 201 /documents/d1
+	// PATCH: 200 final en
 }

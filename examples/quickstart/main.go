@@ -20,8 +20,9 @@
 //  3. Mutate: both writers call Repository.Mutate concurrently; the writer
 //     that loses the race re-reads and retries, and both fields are kept.
 //
-// The database is migrated with migrations.Up (which creates the documents
-// table when it is missing). Document ids carry a random suffix so runs never
+// The database is migrated by internal/exampledb: gormlock's migrations
+// (migrations.Up), then the examples' own, which create the documents table
+// when it is missing. Document ids carry a random suffix so runs never
 // collide, and the rows the program creates are deleted before it exits. The
 // output is deterministic: it prints no ids and no timings, and shows the
 // versions (clock readings such as 1795401280989319) as v1, v2, ... in the

@@ -1,6 +1,6 @@
 // Command rest serves a collection of documents over HTTP with
-// gormlock/rest: the version of each document is its ETag, and a PUT or
-// DELETE must name the version it replaces with If-Match.
+// gormlock/rest: the version of each document is its ETag, and a PUT, PATCH
+// or DELETE must name the version it changes with If-Match.
 //
 //	go run ./examples/rest                       # embedded SQLite in a temporary file, on 127.0.0.1:8080
 //	go run ./examples/rest -addr :9000 -db docs.db
@@ -77,7 +77,8 @@ func serve(ctx context.Context, addr, dbPath, dsn string) (err error) {
 }
 
 // newHandler makes sure the document "welcome" exists in the migrated db,
-// and returns the server's routes: the documents collection at /documents/.
+// and returns the server's routes: the documents collection at /documents
+// (with or without the trailing slash) and each document at /documents/{id}.
 func newHandler(ctx context.Context, db *gorm.DB) (http.Handler, error) {
 	docs, err := repository.New[models.Document](db, repository.WithLeases())
 	if err != nil {
@@ -94,6 +95,6 @@ func newHandler(ctx context.Context, db *gorm.DB) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/documents/", http.StripPrefix("/documents", h))
+	rest.Mount(mux, "/documents", h) // "/documents" and "/documents/" alike
 	return mux, nil
 }

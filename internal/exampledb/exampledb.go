@@ -1,27 +1,169 @@
 // Package exampledb opens the database of the example programs and the
 // benchmark command: the one a DSN names, or an embedded SQLite file in a
-// temporary directory, migrated either way.
+// temporary directory, migrated either way with gormlock's migrations and
+// the examples' own.
+//
+// The examples' migrations create the example models' tables (version 1:
+// accounts and documents; version 2: jobs), one folder per dialect under
+// migrations/, and are recorded in VersionTable, apart from gormlock's
+// (package migrations) and from an application's goose_db_version.
 package exampledb
 
 import (
 	"context"
+	"embed"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/opendb"
 )
 
+// VersionTable is the goose version table of the examples' migrations.
+const VersionTable = "gormlock_examples_version"
+
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var files embed.FS
+
+var dialects = map[string]goose.Dialect{
+	"sqlite":   goose.DialectSQLite3,
+	"postgres": goose.DialectPostgres,
+}
+
+// Provider returns a goose provider of the examples' migrations for db's
+// dialect, recording them in VersionTable. Another dialect than sqlite and
+// postgres is an error matching locking.ErrNotSupported.
+func Provider(db *gorm.DB) (*goose.Provider, error) {
+	if db == nil {
+		return nil, locking.Invalid("exampledb: db is nil")
+	}
+	name := db.Dialector.Name()
+	d, ok := dialects[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: exampledb: no migrations for dialect %q", locking.ErrNotSupported, name)
+	}
+	fsys, err := fs.Sub(files, "migrations/"+name)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("exampledb: %w", err)
+	}
+	p, err := goose.NewProvider(d, sqlDB, fsys, goose.WithTableName(VersionTable))
+	if err != nil {
+		return nil, fmt.Errorf("exampledb: %w", err)
+	}
+	return p, nil
+}
+
+// Migrate applies gormlock's migrations (migrations.Up: gormlock_leases,
+// gormlock_operations) and then the examples' (accounts, documents, jobs),
+// each set where it is not applied yet. Like migrations.Up, it takes an
+// example migration whose tables all exist already (created by a gormlock
+// whose own migrations created them) as applied. ctx governs the whole run.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	if err := migrations.Up(ctx, db); err != nil {
+		return err
+	}
+	p, err := Provider(db)
+	if err != nil {
+		return err
+	}
+	if err := adopt(ctx, db, p); err != nil {
+		return fmt.Errorf("exampledb: up: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("exampledb: up: %w", err)
+	}
+	return nil
+}
+
+// created lists, by version, the tables each of the examples' migrations
+// creates.
+var created = map[int64][]string{1: {"accounts", "documents"}, 2: {"jobs"}}
+
+// adopt records as applied the pending migrations whose tables all exist,
+// oldest first, up to the first one whose tables do not.
+func adopt(ctx context.Context, db *gorm.DB, p *goose.Provider) error {
+	status, err := p.Status(ctx)
+	if err != nil {
+		return err
+	}
+	var found []int64
+	for _, st := range status {
+		if st.State == goose.StateApplied {
+			continue
+		}
+		tables := created[st.Source.Version]
+		var exist int
+		for _, t := range tables {
+			if db.WithContext(ctx).Migrator().HasTable(t) {
+				exist++
+			}
+		}
+		if exist == 0 {
+			break
+		}
+		if exist < len(tables) {
+			return fmt.Errorf("migration %d creates %s, and only some of them exist",
+				st.Source.Version, strings.Join(tables, ", "))
+		}
+		found = append(found, st.Source.Version)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	store, err := database.NewStore(dialects[db.Dialector.Name()], VersionTable)
+	if err != nil {
+		return err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, v := range found {
+		if err := store.Insert(ctx, tx, database.InsertRequest{Version: v}); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Down rolls back the examples' migrations and then gormlock's, dropping
+// every table Migrate created but the two version tables. ctx governs the
+// whole run.
+func Down(ctx context.Context, db *gorm.DB) error {
+	p, err := Provider(db)
+	if err != nil {
+		return err
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		return fmt.Errorf("exampledb: down: %w", err)
+	}
+	return migrations.Down(ctx, db)
+}
+
 // Open opens the database dsn names (what opendb.Open accepts: a
 // postgres:// URL, "sqlite:PATH" or a SQLite file path) or, when dsn is
 // empty, the SQLite file name.db in a new temporary directory, and applies
-// the migrations. closeDB closes the database and removes the temporary
+// gormlock's and the examples' migrations (Migrate). closeDB closes the database and removes the temporary
 // directory.
 func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() error, err error) {
 	cleanup := func() error { return nil }
@@ -38,7 +180,7 @@ func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() er
 		return nil, nil, errors.Join(err, cleanup())
 	}
 	closeDB = func() error { return errors.Join(opendb.Close(db), cleanup()) }
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := Migrate(ctx, db); err != nil {
 		return nil, nil, errors.Join(err, closeDB())
 	}
 	return db, closeDB, nil

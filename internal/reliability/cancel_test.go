@@ -17,7 +17,6 @@ import (
 	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -60,7 +59,7 @@ func newCancelEnv(t *testing.T, dialect string) *cancelEnv {
 		env.db, err = opendb.Postgres(dsn)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = opendb.Close(env.db) })
-		require.NoError(t, migrations.Up(context.Background(), env.db))
+		require.NoError(t, exampledb.Migrate(context.Background(), env.db))
 		holder, err := opendb.Postgres(exampledb.WithParam(dsn, "application_name", "holder"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = opendb.Close(holder) })

@@ -28,8 +28,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/internal/testdb"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -327,7 +327,7 @@ func newCrashDB(t *testing.T, kind string) *crashDB {
 	db, err := opendb.Postgres(c.dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = opendb.Close(db) })
-	require.NoError(t, migrations.Up(testdb.Ctx(t), db))
+	require.NoError(t, exampledb.Migrate(testdb.Ctx(t), db))
 	c.admin = db
 	return c
 }

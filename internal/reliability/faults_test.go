@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/internal/faultproxy"
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -181,7 +181,7 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 	direct, err := opendb.Postgres(dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = opendb.Close(direct) })
-	require.NoError(t, migrations.Up(context.Background(), direct))
+	require.NoError(t, exampledb.Migrate(context.Background(), direct))
 	directRepo, err := repository.New[models.Account](direct)
 	require.NoError(t, err)
 

@@ -26,7 +26,6 @@ import (
 	"github.com/gormlock/gormlock/internal/linearize"
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/opendb"
 	"github.com/gormlock/gormlock/repository"
@@ -128,7 +127,7 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 		db, err = opendb.Postgres(dsn)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = opendb.Close(db) })
-		require.NoError(t, migrations.Up(context.Background(), db))
+		require.NoError(t, exampledb.Migrate(context.Background(), db))
 	}
 
 	// The records exist at the start, created through the library and

@@ -22,7 +22,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/exampledb"
-	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/opendb"
 )
 
@@ -43,7 +42,8 @@ func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 	}
 }
 
-// Open returns a fresh, migrated database of the given dialect that is
+// Open returns a fresh database of the given dialect, migrated with
+// exampledb.Migrate (gormlock's tables and the example models'), that is
 // dropped when the test ends.
 func Open(t testing.TB, dialect string) *gorm.DB {
 	t.Helper()
@@ -56,7 +56,7 @@ func Open(t testing.TB, dialect string) *gorm.DB {
 	default:
 		t.Fatalf("testdb: unknown dialect %q", dialect)
 	}
-	if err := migrations.Up(context.Background(), db); err != nil {
+	if err := exampledb.Migrate(context.Background(), db); err != nil {
 		t.Fatalf("testdb: migrate %s: %v", dialect, err)
 	}
 	return db
@@ -70,12 +70,12 @@ func SQLite(t testing.TB) *gorm.DB {
 }
 
 // OpenSQLiteFile opens (creating) the SQLite file at path with
-// opendb.SQLite and migrates it, for tests that open a second client of
-// the same file.
+// opendb.SQLite and migrates it as Open does, for tests that open a second
+// client of the same file.
 func OpenSQLiteFile(t testing.TB, path string) *gorm.DB {
 	t.Helper()
 	db := sqliteAt(t, path)
-	if err := migrations.Up(context.Background(), db); err != nil {
+	if err := exampledb.Migrate(context.Background(), db); err != nil {
 		t.Fatalf("testdb: migrate %s: %v", path, err)
 	}
 	return db

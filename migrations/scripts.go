@@ -1,0 +1,135 @@
+package migrations
+
+import (
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+)
+
+// Script is one of gormlock's migrations as plain SQL, for an application
+// that creates gormlock's tables with a migration tool of its own instead
+// of Up.
+type Script struct {
+	Version int64  // gormlock's version of it: 1, 2, ...
+	Name    string // what it creates, as in its file name: "leases", "operations"
+	// Up creates the table and its indexes: the migration's comments, then
+	// its statements, each ending in a semicolon.
+	Up string
+	// Down drops what Up created.
+	Down string
+}
+
+// UpStatements returns the statements of Up without their comments, one
+// per element and without the semicolon, for db.Exec one at a time.
+func (s Script) UpStatements() []string { return splitStatements(s.Up) }
+
+// DownStatements returns the statements of Down as UpStatements does.
+func (s Script) DownStatements() []string { return splitStatements(s.Down) }
+
+// Scripts returns gormlock's migrations for a dialect ("sqlite" or
+// "postgres"), oldest first: the SQL of the files FS returns, without goose's
+// annotations. Another dialect is an error matching
+// locking.ErrNotSupported.
+func Scripts(dialect string) ([]Script, error) {
+	fsys, err := FS(dialect)
+	if err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	scripts := make([]Script, 0, len(names))
+	for _, name := range names {
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		s, err := parseScript(name, string(body))
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %s/%s: %w", dialect, name, err)
+		}
+		scripts = append(scripts, s)
+	}
+	return scripts, nil
+}
+
+const (
+	upMark   = "-- +goose Up"
+	downMark = "-- +goose Down"
+)
+
+// parseScript reads a goose file named NNNNN_name.sql made of a comment, an
+// Up section and a Down section, in that order.
+func parseScript(file, body string) (Script, error) {
+	num, name, ok := strings.Cut(strings.TrimSuffix(file, ".sql"), "_")
+	version, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil {
+		return Script{}, fmt.Errorf("file name is not NNNNN_name.sql")
+	}
+	head, rest, ok := strings.Cut(body, upMark+"\n")
+	if !ok {
+		return Script{}, fmt.Errorf("no %q line", upMark)
+	}
+	up, down, ok := strings.Cut(rest, downMark+"\n")
+	if !ok {
+		return Script{}, fmt.Errorf("no %q line after %q", downMark, upMark)
+	}
+	if strings.Contains(body, "+goose StatementBegin") {
+		return Script{}, fmt.Errorf("statement blocks are not supported")
+	}
+	upSQL := strings.TrimSpace(up) + "\n"
+	if head = strings.TrimSpace(head); head != "" {
+		upSQL = head + "\n\n" + upSQL
+	}
+	return Script{Version: version, Name: name, Up: upSQL, Down: strings.TrimSpace(down) + "\n"}, nil
+}
+
+// splitStatements splits sql at the semicolons that end its statements,
+// dropping "--" and "/* */" comments and blank statements. Semicolons and
+// comment marks inside quoted strings and identifiers are kept.
+func splitStatements(sql string) []string {
+	var out []string
+	var b strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(b.String()); s != "" {
+			out = append(out, s)
+		}
+		b.Reset()
+	}
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case c == '\'' || c == '"':
+			// Up to and with the closing quote. A doubled quote in a
+			// string ('it''s') ends one part and starts the next.
+			j := i + 1
+			for j < len(sql) && sql[j] != c {
+				j++
+			}
+			j = min(j+1, len(sql))
+			b.WriteString(sql[i:j])
+			i = j - 1
+		case c == '-' && strings.HasPrefix(sql[i:], "--"):
+			if end := strings.IndexByte(sql[i:], '\n'); end >= 0 {
+				i += end - 1
+			} else {
+				i = len(sql)
+			}
+		case c == '/' && strings.HasPrefix(sql[i:], "/*"):
+			b.WriteByte(' ')
+			if end := strings.Index(sql[i+2:], "*/"); end >= 0 {
+				i += end + 3
+			} else {
+				i = len(sql)
+			}
+		case c == ';':
+			flush()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	flush()
+	return out
+}
