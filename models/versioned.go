@@ -25,3 +25,20 @@ type Model struct {
 	ID int64 `gorm:"column:id;primaryKey;autoIncrement" json:"id"`
 	Versioned
 }
+
+// Versioning is the one field gormlock adds to a model that already has
+// its key and timestamps, such as one embedding gorm.Model:
+//
+//	type Product struct {
+//		gorm.Model        // ID uint, CreatedAt, UpdatedAt, DeletedAt (soft delete)
+//		models.Versioning // Version, checked and advanced by every guarded write
+//		Name  string
+//	}
+//
+// The column's default (1) lets AutoMigrate add it to a table that already
+// has rows; gormlock gives every record it creates or writes a version of
+// its own (see package repository, "Versions").
+type Versioning struct {
+	// Version is the record's version; the repository sets and advances it.
+	Version int64 `gorm:"column:version;not null;default:1" json:"version"`
+}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
+	"log"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/models"
@@ -80,6 +83,38 @@ func BenchmarkUpdate(b *testing.B) {
 					a.Balance++
 					if ok, err := rawUpdate(ctx, sqlDB, dialect, a); !ok || err != nil {
 						b.Fatal(ok, err)
+					}
+				}
+			})
+			// The same Update through GORM's callbacks (WithCallbacks; the
+			// default when plugins are registered), so a tracing plugin
+			// would see it.
+			b.Run("gormlock-callbacks", func(b *testing.B) {
+				viaCallbacks, err := repository.New[models.Account](db, repository.WithCallbacks(true))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					a.Balance++
+					if err := viaCallbacks.Update(ctx, a); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// With GORM's logger at Info writing to io.Discard: what
+			// logging every statement costs, the caller's file:line included.
+			b.Run("gormlock-logged", func(b *testing.B) {
+				loud := db.Session(&gorm.Session{Logger: logger.New(log.New(io.Discard, "", 0), logger.Config{LogLevel: logger.Info})})
+				logged, err := repository.New[models.Account](loud)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					a.Balance++
+					if err := logged.Update(ctx, a); err != nil {
+						b.Fatal(err)
 					}
 				}
 			})

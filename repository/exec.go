@@ -48,6 +48,9 @@ type store struct {
 	db    *gorm.DB // a session without GORM's default write transaction
 	sqlDB *sql.DB  // identity of the database, to match transactions in ctx
 	caps  dialect.Caps
+	// callbacks sends statements through GORM's callbacks (see "Logging
+	// and tracing" in the package doc).
+	callbacks bool
 }
 
 // storeOf returns the store of db, or an error for a database gormlock does
@@ -66,9 +69,10 @@ func storeOf(db *gorm.DB, op string) (store, error) {
 		return store{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return store{
-		db:    db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true}),
-		sqlDB: sqlDB,
-		caps:  caps,
+		db:        withCallerLogger(db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true})),
+		sqlDB:     sqlDB,
+		caps:      caps,
+		callbacks: usesCallbacks(db),
 	}, nil
 }
 
@@ -96,11 +100,7 @@ func (s store) exec(ctx context.Context, st stmt, args []any, send sendFunc) err
 // execResult is exec for a statement whose result is its rows affected.
 func (s store) execResult(ctx context.Context, st stmt, args []any) (n int64, err error) {
 	err = s.exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
-		res, err := pool.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		n, err = s.execSQL(ctx, pool, query, args)
 		return err
 	})
 	return n, err
@@ -144,7 +144,7 @@ func (s store) autocommitSQLite(ctx context.Context, st stmt, args []any, send s
 	}
 	defer c.release(ctx)
 	return c.lockSQLite(ctx, w, func() error {
-		return locking.Classify(send(ctx, c.conn, st.text, args))
+		return locking.Classify(send(ctx, pinned{c.conn}, st.text, args))
 	})
 }
 
@@ -164,11 +164,26 @@ func lockTimeoutFor(ctx context.Context) (string, bool) {
 
 // queryRowScan is a sendFunc that reads one row into dest; no row gives
 // sql.ErrNoRows.
-func queryRowScan(dest ...any) sendFunc {
+func (s store) queryRowScan(dest ...any) sendFunc {
 	return func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
-		return pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+		return s.scanSQL(ctx, pool, query, args, dest...)
 	}
 }
+
+// pinned is a connection a statement must run on: SQLite's, on which
+// gormlock waits for the write lock in Go. It implements gorm.TxCommitter
+// so that plugins that route statements to other databases
+// (gorm.io/plugin/dbresolver) leave it alone, as they leave transactions;
+// nothing ever commits it.
+type pinned struct{ *sql.Conn }
+
+var errPinned = errors.New("gormlock: a pinned connection is not a transaction")
+
+// Commit implements gorm.TxCommitter; it is never called.
+func (pinned) Commit() error { return errPinned }
+
+// Rollback implements gorm.TxCommitter; it is never called.
+func (pinned) Rollback() error { return errPinned }
 
 // isNoRows reports a query that found no row.
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

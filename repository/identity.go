@@ -2,57 +2,20 @@ package repository
 
 import (
 	"context"
-	"encoding"
 	"fmt"
-	"reflect"
-	"strconv"
 
 	"github.com/gormlock/gormlock/locking"
 )
 
-// ParseID converts the text form of a primary key (a URL path segment, a
-// form value) to the key's type: decimal for integer keys, the text itself
-// for string keys, and UnmarshalText for keys that implement
-// encoding.TextUnmarshaler (uuid.UUID). Text that is not a valid key gives
-// an error matching locking.ErrInvalidArgument; so does an integer not in
-// its one canonical form ("+1", "01"), so that one record has one URL.
-func (r *Repository[T]) ParseID(s string) (any, error) {
-	want := r.m.pk.FieldType
-	v := reflect.New(want)
-	if u, ok := v.Interface().(encoding.TextUnmarshaler); ok {
-		if err := u.UnmarshalText([]byte(s)); err != nil {
-			return nil, locking.Invalid("%s: id %q is not a valid %v: %v", r.m.table, s, want, err)
-		}
-		return r.m.normalizeID(v.Elem().Interface())
-	}
-	switch {
-	case want.Kind() == reflect.String:
-		v.Elem().SetString(s)
-	case isUint(want.Kind()):
-		n, err := strconv.ParseUint(s, 10, want.Bits())
-		if err != nil || strconv.FormatUint(n, 10) != s {
-			return nil, locking.Invalid("%s: id %q is not a valid %v", r.m.table, s, want)
-		}
-		v.Elem().SetUint(n)
-	case isInt(want.Kind()):
-		n, err := strconv.ParseInt(s, 10, want.Bits())
-		if err != nil || strconv.FormatInt(n, 10) != s {
-			return nil, locking.Invalid("%s: id %q is not a valid %v", r.m.table, s, want)
-		}
-		v.Elem().SetInt(n)
-	default:
-		return nil, fmt.Errorf("%w: %s: ids of type %v cannot be parsed from text", locking.ErrNotSupported, r.m.table, want)
-	}
-	return r.m.normalizeID(v.Elem().Interface())
-}
-
 // KeyAssignedByDatabase reports whether the database assigns the primary
-// key (an auto-increment integer key). Adapters should then not let clients
+// key (a one-column auto-increment integer key). Adapters should then not let clients
 // choose keys: an explicit key does not advance PostgreSQL's identity
 // sequence, and a later assigned key would collide with it.
-func (r *Repository[T]) KeyAssignedByDatabase() bool { return r.m.pk.AutoIncrement }
+func (r *Repository[T]) KeyAssignedByDatabase() bool {
+	return !r.m.composite() && r.m.pk.AutoIncrement
+}
 
-// Identity returns e's primary key and version, and whether the key is the
+// Identity returns e's primary key (a Key for a composite one) and version, and whether the key is the
 // zero value (not set). A nil e has no key: nil, 0, true.
 func (r *Repository[T]) Identity(e *T) (id any, version int64, zeroID bool) {
 	if e == nil {
@@ -76,7 +39,7 @@ func (r *Repository[T]) SetIdentity(e *T, id any, version int64) error {
 		return err
 	}
 	rv := reflectElem(e)
-	if err := r.m.pk.Set(context.Background(), rv, id); err != nil {
+	if err := r.m.setKey(context.Background(), rv, id); err != nil {
 		return fmt.Errorf("%s: SetIdentity: %w", r.m.table, err)
 	}
 	r.setVersion(context.Background(), rv, version)

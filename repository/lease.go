@@ -19,9 +19,9 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// LeaseTable is the table leases live in, created by the migrations
-// (version 3). It is separate from the entity tables: taking or releasing a
-// lease never changes the leased record.
+// LeaseTable is the table leases live in, created by package migrations
+// (its version 1). It is separate from the entity tables: taking or
+// releasing a lease never changes the leased record.
 const LeaseTable = "gormlock_leases"
 
 // Lease time limits, as in Couchbase's get-and-lock: a lease lasts
@@ -124,8 +124,10 @@ type leaseSQL struct {
 
 // buildLeaseSQL writes the lease statements for the table of m. Lease rows
 // are keyed by the database's own text of the record's key, CAST(pk AS
-// TEXT), read from the record itself: two spellings of one key (a UUID in
-// upper case, a case-insensitive collation) are one lease.
+// TEXT) (for a composite key, a JSON array of its columns), read from the
+// record itself: two spellings of one key (a UUID in upper case, a
+// case-insensitive collation) are one lease. A soft-deleted record cannot
+// be leased.
 func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	now := m.caps.NowMillis
 	quote := func(name string) string {
@@ -133,21 +135,39 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 		db.Dialector.QuoteTo(&b, name)
 		return b.String()
 	}
-	table, pk := quote(m.table), quote(m.pk.DBName)
-	key := "CAST(" + table + "." + pk + " AS TEXT)"
+	table := quote(m.table)
+	// The record's key as the database writes it as text, and the
+	// condition "the record is id", table-qualified, one ? per column.
+	var key, match string
+	cols := make([]string, len(m.pks))
+	conds := make([]string, len(m.pks))
+	for i, f := range m.pks {
+		cols[i] = table + "." + quote(f.DBName)
+		conds[i] = cols[i] + " = ?"
+	}
+	if m.composite() {
+		key = strings.Replace(m.caps.CompositeKeyText, "?", strings.Join(cols, ", "), 1)
+	} else {
+		key = "CAST(" + cols[0] + " AS TEXT)"
+	}
+	match = strings.Join(conds, " AND ")
+	live := ""
+	if m.deletedAt != nil {
+		live = " AND " + table + "." + quote(m.deletedAt.DBName) + " IS NULL"
+	}
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
 	w := func(s string) stmt { return boundStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
 	// A lease is named by its Key and by its record's ID, and the two must
 	// agree: a lease whose Key names another record than its ID (forged,
 	// or mixed up) can neither end one record's lease nor write another.
-	held := `resource = ? AND record_key = ? AND record_key = (SELECT ` + key + ` FROM ` + table + ` WHERE ` + table + `.` + pk + ` = ?) AND token_hash = ? AND fence = ? AND expires_ms > NOW`
+	held := `resource = ? AND record_key = ? AND record_key = (SELECT ` + key + ` FROM ` + table + ` WHERE ` + match + `) AND token_hash = ? AND fence = ? AND expires_ms > NOW`
 	return &leaseSQL{
 		// Take the lease of an existing record when its lease row is
 		// missing, released or expired; the fence grows with every
 		// acquisition. The clock is read once. No row back: the record is
 		// missing or someone holds the lease.
 		acquire: w(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
-SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + table + `.` + pk + ` = ?{bound}
+SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + match + live + `{bound}
 ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
   fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
 WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
@@ -156,7 +176,7 @@ RETURNING record_key, fence, acquired_ms, expires_ms`),
 		release: w(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held + `{bound}`),
 		renew:   w(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + `{bound} RETURNING expires_ms`),
 		state: q(`SELECT l.owner, l.fence, l.acquired_ms, l.expires_ms FROM ` + LeaseTable + ` AS l JOIN ` + table +
-			` ON l.record_key = ` + key + ` WHERE l.resource = ? AND ` + table + `.` + pk + ` = ? AND l.token_hash IS NOT NULL AND l.expires_ms > NOW`),
+			` ON l.record_key = ` + key + ` WHERE l.resource = ? AND ` + match + ` AND l.token_hash IS NOT NULL AND l.expires_ms > NOW`),
 		// Rows of records that no longer exist, and whose lease is over.
 		// The rows of live records stay, so their fences keep growing.
 		sweep: w(`DELETE FROM ` + LeaseTable + ` WHERE resource = ? AND (token_hash IS NULL OR expires_ms <= NOW)
@@ -201,21 +221,6 @@ func rebind(db *gorm.DB, s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// keyString is a primary key as text, for comparing keys in Go: what
-// fmt.Sprint prints, without its cost for the common key types (Mutate
-// calls it on every call).
-func keyString(id any) string {
-	switch v := id.(type) {
-	case string:
-		return v
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case int:
-		return strconv.Itoa(v)
-	}
-	return fmt.Sprint(id)
 }
 
 func millisTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
@@ -298,12 +303,12 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
 	var acquired, expires int64
-	err = r.exec(ctx, r.m.leases.acquire, []any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl), id},
-		queryRowScan(&lease.Key, &lease.Fence, &acquired, &expires))
+	err = r.exec(ctx, r.m.leases.acquire, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id),
+		r.queryRowScan(&lease.Key, &lease.Fence, &acquired, &expires))
 	if isNoRows(err) {
-		if _, found, verr := r.currentVersion(ctx, id); verr != nil {
+		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
 			return nil, nil, verr
-		} else if !found {
+		} else if !found || deleted {
 			return nil, nil, fmt.Errorf("%s: GetAndLock: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
 		}
 		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
@@ -317,11 +322,11 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	// write in progress (PostgreSQL); SQLite's writes are already done.
 	var e T
 	db, _ := r.conn(ctx)
-	q := db.WithContext(ctx)
+	q := primary(db.WithContext(ctx))
 	if r.m.caps.How(dialect.SharedLock) == dialect.Native {
 		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
 	}
-	if err := q.Take(&e, r.m.pkEq(id)).Error; err != nil {
+	if err := q.Take(&e, r.m.keyCond(id)).Error; err != nil {
 		err = fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, r.translate(err, id))
 		// Deleted meanwhile, or the read failed: give the lease back.
 		if rerr := r.release(context.WithoutCancel(ctx), lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
@@ -360,8 +365,8 @@ func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, er
 	db, _ := r.conn(ctx)
 	var st LeaseState
 	var acquired, expires int64
-	err := db.Statement.ConnPool.QueryRowContext(ctx, r.m.leases.state, r.m.table, id).
-		Scan(&st.Owner, &st.Fence, &acquired, &expires)
+	err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id),
+		&st.Owner, &st.Fence, &acquired, &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil
@@ -417,7 +422,7 @@ func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error 
 	if err != nil {
 		return err
 	}
-	n, err := r.execResult(ctx, r.m.leases.release, []any{r.m.table, l.Key, id, hashToken(l.Token), l.Fence})
+	n, err := r.execResult(ctx, r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence))
 	if err != nil {
 		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
 	}
@@ -453,7 +458,7 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 		return err
 	}
 	var expires int64
-	err = r.exec(ctx, r.m.leases.renew, []any{ceilMillis(ttl), r.m.table, l.Key, id, hashToken(l.Token), l.Fence}, queryRowScan(&expires))
+	err = r.exec(ctx, r.m.leases.renew, append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence), r.queryRowScan(&expires))
 	switch {
 	case isNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "renew")

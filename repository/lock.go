@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -156,7 +157,7 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, rowLock bool) error {
 		switch {
 		case r.m.selectSQL == "":
-			return q.Take(&e, r.m.pkEq(id)).Error
+			return primary(q).Take(&e, r.m.keyCond(id)).Error
 		case rowLock:
 			return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lc), &e, id)
 		}
@@ -200,16 +201,8 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 	if len(keys) == 0 {
 		return out, nil
 	}
-	pk := clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}
-	// Lock in the order UpdateMany writes in (compareKeys): for text keys
-	// on PostgreSQL that is byte order, COLLATE "C", not the column's
-	// collation.
-	order := clause.OrderBy{Columns: []clause.OrderByColumn{{Column: pk}}}
-	if r.m.caps.Name == dialect.Postgres && r.m.pk.FieldType.Kind() == reflect.String {
-		order = clause.OrderBy{Expression: clause.Expr{SQL: `? COLLATE "C"`, Vars: []any{pk}}}
-	}
 	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ bool) error {
-		return q.Where(clause.IN{Column: pk, Values: keys}).Clauses(order).Find(&out).Error
+		return primary(q).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: GetManyLocked: %w", r.m.table, r.lockError(lc, err, nil))
@@ -230,6 +223,42 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 			&locking.NotFoundError{Table: r.m.table, ID: missing[0]})
 	}
 	return out, nil
+}
+
+// keysIn is the condition "primary key in keys": pk IN (...), or for a
+// composite key (a, b) IN ((?, ?), ...).
+func (m *meta) keysIn(keys []any) clause.Expression {
+	if !m.composite() {
+		return clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: m.pk.DBName}, Values: keys}
+	}
+	sql := "(" + strings.Repeat("?, ", len(m.pks)-1) + "?) IN ?"
+	vars := make([]any, 0, len(m.pks)+1)
+	for _, f := range m.pks {
+		vars = append(vars, clause.Column{Table: clause.CurrentTable, Name: f.DBName})
+	}
+	rows := make([][]any, len(keys))
+	for i, k := range keys {
+		rows[i] = k.(Key)
+	}
+	return clause.Expr{SQL: sql, Vars: append(vars, rows)}
+}
+
+// keyOrder orders rows by primary key, in the order UpdateMany writes in
+// (compareKeys): for text keys on PostgreSQL that is byte order, COLLATE
+// "C", not the column's collation.
+func (m *meta) keyOrder() clause.OrderBy {
+	var cols []string
+	var vars []any
+	for _, f := range m.pks {
+		col := clause.Column{Table: clause.CurrentTable, Name: f.DBName}
+		if m.caps.Name == dialect.Postgres && f.FieldType.Kind() == reflect.String {
+			cols = append(cols, `? COLLATE "C"`)
+		} else {
+			cols = append(cols, "?")
+		}
+		vars = append(vars, col)
+	}
+	return clause.OrderBy{Expression: clause.Expr{SQL: strings.Join(cols, ", "), Vars: vars}}
 }
 
 func dedupSorted(keys []any) []any {
@@ -292,7 +321,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		var old string
 		if lc.timeout > 0 {
 			var set string
-			err := db.Statement.ConnPool.QueryRowContext(ctx, pgSetLockTimeout, millis(lc.timeout)).Scan(&old, &set)
+			err := r.scanSQL(ctx, db.Statement.ConnPool, pgSetLockTimeout, []any{millis(lc.timeout)}, &old, &set)
 			if err != nil {
 				return fmt.Errorf("setting lock_timeout: %w", err)
 			}
@@ -304,7 +333,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			// and there is nothing to restore. After no error, "no row",
 			// or an error raised in Go (a column that does not scan) the
 			// transaction lives on, and must not keep the short timeout.
-			if _, rerr := db.Statement.ConnPool.ExecContext(ctx, pgRestoreLockTimeout, old); rerr != nil {
+			if _, rerr := r.execSQL(ctx, db.Statement.ConnPool, pgRestoreLockTimeout, []any{old}); rerr != nil {
 				if err != nil {
 					return fmt.Errorf("restoring lock_timeout after %v: %w", err, locking.Classify(rerr))
 				}
@@ -365,7 +394,7 @@ func (r *Repository[T]) takeWriteLock(ctx context.Context, pool gorm.ConnPool, l
 		}
 		defer func() { err = errors.Join(err, restore()) }()
 	}
-	_, err = pool.ExecContext(ctx, r.m.writeLockSQL)
+	_, err = r.execSQL(ctx, pool, r.m.writeLockSQL, nil)
 	return err
 }
 

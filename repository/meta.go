@@ -23,14 +23,27 @@ const VersionTag = "version"
 
 // meta is everything about T that the hot path needs, computed once by New.
 type meta struct {
-	schema    *schema.Schema
-	table     string
+	schema *schema.Schema
+	table  string
+	// pks are the primary key's columns, in the model's order; pk is the
+	// first, the whole key unless it is composite (see Key).
+	pks       []*schema.Field
 	pk        *schema.Field
 	version   *schema.Field
 	createdAt *schema.Field // nil when the model has none
 	updatedAt *schema.Field // nil when the model has none
+	// deletedAt is the gorm.DeletedAt field of a model with soft delete,
+	// nil otherwise: then Delete sets it, and reads and writes skip rows
+	// where it is set.
+	deletedAt *schema.Field
 	setCols   []*schema.Field
 	caps      dialect.Caps
+	// hooks are the GORM hooks the model has that gormlock's own
+	// statements must run (GORM runs the create and find hooks itself).
+	hooks hooks
+	// assocs are the model's associations (has one, has many, belongs
+	// to, many to many), by field name.
+	assocs []*schema.Relationship
 
 	// readCols are the columns Get reads, in selectSQL's order: every
 	// readable column of the model.
@@ -39,17 +52,24 @@ type meta struct {
 	// straight into (see directIndex), or nil for one it scans GORM's way.
 	direct    [][]int
 	anyDirect bool
-	// selectSQL is SELECT readCols FROM table WHERE pk = ?. Empty when Get
-	// must read through GORM instead (see ownSelect).
-	selectSQL string
+	// selectSQL is SELECT readCols FROM table WHERE pk = ? [AND deleted_at
+	// IS NULL]. Empty when Get must read through GORM instead (see
+	// ownSelect). selectAnySQL is the same without the soft-delete
+	// condition (IncludeDeleted).
+	selectSQL    string
+	selectAnySQL string
 	// selectFor is selectSQL + " FOR UPDATE" / " FOR SHARE" [" NOWAIT"],
 	// indexed [shared][nowait], for GetLocked where rows lock natively.
 	selectFor [2][2]string
 
-	update     stmt   // SET setCols..., version, [updated_at] WHERE pk AND version
-	bump       stmt   // SET version, [updated_at] WHERE pk AND version
-	delete     stmt   // WHERE pk AND version
-	versionSQL string // SELECT version WHERE pk
+	update stmt // SET setCols..., version, [updated_at] WHERE pk AND version [AND deleted_at IS NULL]
+	bump   stmt // SET version, [updated_at] WHERE pk AND version [AND deleted_at IS NULL]
+	delete stmt // DELETE WHERE pk AND version (for soft delete: Permanently)
+	// softDelete sets deleted_at and the next version WHERE pk AND version
+	// AND deleted_at IS NULL; restore clears deleted_at WHERE pk AND
+	// version AND deleted_at IS NOT NULL. Soft-delete models only.
+	softDelete, restore stmt
+	versionSQL          string // SELECT version, deleted WHERE pk
 	// firstVersionSQL sets a record just inserted to its first version,
 	// read from the database's clock (dialects with NextVersion only).
 	firstVersionSQL string
@@ -94,20 +114,27 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 			pks = append(pks, f)
 		}
 	}
-	switch len(pks) {
-	case 0:
+	if len(pks) == 0 {
 		return nil, locking.Invalid("repository: %v has no primary key", typ)
-	case 1:
-		m.pk = pks[0]
-	default:
-		return nil, fmt.Errorf("%w: repository: %v has a composite primary key", locking.ErrNotSupported, typ)
 	}
+	m.pks, m.pk = pks, pks[0]
 
-	for _, f := range s.Fields {
-		if f.FieldType == reflect.TypeOf(gorm.DeletedAt{}) {
-			return nil, fmt.Errorf("%w: repository: %v uses soft delete (gorm.DeletedAt, field %s)", locking.ErrNotSupported, typ, f.Name)
+	for _, f := range cols {
+		switch {
+		case f.FieldType == reflect.TypeOf(gorm.DeletedAt{}):
+			if m.deletedAt != nil {
+				return nil, fmt.Errorf("%w: repository: %v has two soft-delete fields (%s, %s); gormlock handles one gorm.DeletedAt field", locking.ErrNotSupported, typ, m.deletedAt.Name, f.Name)
+			}
+			m.deletedAt = f
+		case hasDeleteClauses(f):
+			return nil, fmt.Errorf("%w: repository: %v.%s (%v) brings its own delete clauses; gormlock's soft delete works with gorm.DeletedAt only: use gorm.DeletedAt for the field", locking.ErrNotSupported, typ, f.Name, f.FieldType)
 		}
 	}
+	if m.deletedAt != nil && m.deletedAt.PrimaryKey {
+		return nil, locking.Invalid("repository: %v: the soft-delete field %s cannot be part of the primary key", typ, m.deletedAt.Name)
+	}
+	m.hooks = hooksOf(s)
+	m.assocs = associationsOf(s)
 	for _, f := range cols {
 		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
 			if m.version != nil && m.version.Tag.Get("gormlock") == VersionTag {
@@ -124,8 +151,8 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 	if k := m.version.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || m.version.FieldType.Bits() < 64 {
 		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, m.version.Name, m.version.FieldType)
 	}
-	if m.version == m.pk {
-		return nil, locking.Invalid("repository: %v: the version field cannot be the primary key", typ)
+	if m.version.PrimaryKey {
+		return nil, locking.Invalid("repository: %v: the version field cannot be part of the primary key", typ)
 	}
 	if !m.version.Updatable || !m.version.Readable || !m.version.Creatable {
 		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, m.version.Name)
@@ -138,7 +165,7 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 			m.direct = append(m.direct, idx)
 			m.anyDirect = m.anyDirect || idx != nil
 		}
-		if f == m.pk || f == m.version {
+		if f.PrimaryKey || f == m.version || f == m.deletedAt {
 			continue
 		}
 		switch {
@@ -167,10 +194,6 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		m.leases = buildLeaseSQL(db, m)
 	}
 	w := &sqlWriter{db: db}
-	w.reset("UPDATE ").quote(m.table).str(" SET ")
-	for _, f := range m.setCols {
-		w.eq(f.DBName).str(", ")
-	}
 	returning := ""
 	if m.caps.NextVersion != "" {
 		var b strings.Builder
@@ -178,9 +201,19 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		db.Dialector.QuoteTo(&b, m.version.DBName)
 		returning = b.String()
 	}
-	m.update = w.setVersion(m).guard(m).stmt(m.caps, returning)
-	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m).guard(m).stmt(m.caps, returning)
-	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m).stmt(m.caps, "")
+	w.reset("UPDATE ").quote(m.table).str(" SET ")
+	for _, f := range m.setCols {
+		w.eq(f.DBName).str(", ")
+	}
+	m.update = w.setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
+	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
+	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m, anyRows).stmt(m.caps, "")
+	if m.deletedAt != nil {
+		m.softDelete = w.reset("UPDATE ").quote(m.table).str(" SET ").eq(m.deletedAt.DBName).str(", ").
+			setVersion(m, false).guard(m, liveRows).stmt(m.caps, returning)
+		m.restore = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.deletedAt.DBName).str(" = NULL, ").
+			setVersion(m, false).guard(m, deletedRows).stmt(m.caps, returning)
+	}
 	if m.ownSelect() {
 		w.reset("SELECT ")
 		for i, f := range m.readCols {
@@ -189,7 +222,9 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 			}
 			w.quote(f.DBName)
 		}
-		m.selectSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").eq(m.pk.DBName).String()
+		w.str(" FROM ").quote(m.table).str(" WHERE ").keyEq(m)
+		m.selectAnySQL = w.String()
+		m.selectSQL = w.live(m, liveRows).String()
 		for shared, strength := range []string{clause.LockingStrengthUpdate, clause.LockingStrengthShare} {
 			m.selectFor[shared][0] = m.selectSQL + " FOR " + strength
 			m.selectFor[shared][1] = m.selectFor[shared][0] + " " + clause.LockingOptionsNoWait
@@ -200,14 +235,28 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		db.Dialector.QuoteTo(&col, m.version.DBName)
 		before, after, _ := strings.Cut(expr, "?")
 		m.firstVersionSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").str(col.String()).str(" = ").
-			str(before + col.String() + " + 1" + after).str(" WHERE ").eq(m.pk.DBName).
+			str(before + col.String() + " + 1" + after).str(" WHERE ").keyEq(m).
 			str(" RETURNING ").str(col.String()).String()
 	}
-	m.versionSQL = w.reset("SELECT ").quote(m.version.DBName).str(" FROM ").quote(m.table).
-		str(" WHERE ").eq(m.pk.DBName).String()
+	w.reset("SELECT ").quote(m.version.DBName).str(", ")
+	if m.deletedAt != nil {
+		w.quote(m.deletedAt.DBName).str(" IS NOT NULL")
+	} else {
+		w.str("FALSE")
+	}
+	m.versionSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").keyEq(m).String()
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
 }
+
+// rowState says which rows of a soft-delete model a statement may match.
+type rowState int
+
+const (
+	anyRows     rowState = iota // deleted or not (a permanent delete)
+	liveRows                    // deleted_at IS NULL
+	deletedRows                 // deleted_at IS NOT NULL (restore)
+)
 
 // ownSelect reports whether Get may read with a SELECT of its own that
 // names readCols. Not for a model with an AfterFind hook, which only GORM
@@ -220,7 +269,7 @@ func (m *meta) ownSelect() bool {
 		return false
 	}
 	for _, f := range m.readCols {
-		if !f.Creatable && !f.Updatable && f != m.pk {
+		if !f.Creatable && !f.Updatable && !f.PrimaryKey {
 			return false
 		}
 	}
@@ -266,8 +315,9 @@ func (w *sqlWriter) eq(col string) *sqlWriter {
 }
 
 // setVersion writes "version" = ?[, "updated_at" = ?], or with the
-// dialect's NextVersion, "version" = <NextVersion of ?>.
-func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
+// dialect's NextVersion, "version" = <NextVersion of ?>. The update time
+// is written only when updated is true and the model has one.
+func (w *sqlWriter) setVersion(m *meta, updated bool) *sqlWriter {
 	if expr := m.caps.NextVersion; expr != "" {
 		before, after, _ := strings.Cut(expr, "?")
 		w.quote(m.version.DBName).str(" = ").str(before)
@@ -277,7 +327,7 @@ func (w *sqlWriter) setVersion(m *meta) *sqlWriter {
 	} else {
 		w.eq(m.version.DBName)
 	}
-	if m.updatedAt != nil {
+	if updated && m.updatedAt != nil {
 		w.str(", ").eq(m.updatedAt.DBName)
 	}
 	return w
@@ -298,14 +348,40 @@ func (w *sqlWriter) stmt(caps dialect.Caps, suffix string) stmt {
 	return s
 }
 
-// guard writes WHERE "pk" = ? AND "version" = ?, and with leases AND NOT
-// EXISTS (an active lease on the record).
-func (w *sqlWriter) guard(m *meta) *sqlWriter {
-	w.str(" WHERE ").eq(m.pk.DBName).str(" AND ").eq(m.version.DBName)
+// guard writes WHERE "pk" = ? AND "version" = ?, for a soft-delete model
+// the condition rows puts on deleted_at, and with leases AND NOT EXISTS (an
+// active lease on the record).
+func (w *sqlWriter) guard(m *meta, rows rowState) *sqlWriter {
+	w.str(" WHERE ").keyEq(m).str(" AND ").eq(m.version.DBName).live(m, rows)
 	if m.leases != nil {
 		w.str(" AND ").str(m.leases.guard)
 	}
 	return w
+}
+
+// keyEq writes "pk" = ?, or for a composite key "a" = ? AND "b" = ?.
+func (w *sqlWriter) keyEq(m *meta) *sqlWriter {
+	for i, f := range m.pks {
+		if i > 0 {
+			w.str(" AND ")
+		}
+		w.eq(f.DBName)
+	}
+	return w
+}
+
+// live writes the condition rows puts on a soft-delete model's deleted_at:
+// AND "deleted_at" IS NULL, or IS NOT NULL; nothing for anyRows or a model
+// without soft delete.
+func (w *sqlWriter) live(m *meta, rows rowState) *sqlWriter {
+	if m.deletedAt == nil || rows == anyRows {
+		return w
+	}
+	w.str(" AND ").quote(m.deletedAt.DBName)
+	if rows == liveRows {
+		return w.str(" IS NULL")
+	}
+	return w.str(" IS NOT NULL")
 }
 
 var scannerType = reflect.TypeFor[sql.Scanner]()
@@ -340,40 +416,23 @@ func directIndex(model reflect.Type, f *schema.Field) []int {
 	return f.StructField.Index
 }
 
+// hasDeleteClauses reports a field whose type changes GORM's DELETE (a
+// soft-delete type other than gorm.DeletedAt, such as
+// gorm.io/plugin/soft_delete's).
+func hasDeleteClauses(f *schema.Field) bool {
+	_, ok := reflect.New(f.FieldType).Interface().(schema.DeleteClausesInterface)
+	if !ok {
+		_, ok = reflect.New(f.FieldType).Elem().Interface().(schema.DeleteClausesInterface)
+	}
+	return ok
+}
+
 func isTimeField(f *schema.Field) bool {
 	t := f.FieldType
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	return t == reflect.TypeOf(time.Time{})
-}
-
-// normalizeID checks that id can be the primary key of the model and converts
-// numeric ids to the key's type, so a mistyped id is refused before any I/O.
-func (m *meta) normalizeID(id any) (any, error) {
-	if id == nil {
-		return nil, locking.Invalid("%s: id is nil", m.table)
-	}
-	want := m.pk.FieldType
-	v := reflect.ValueOf(id)
-	got := v.Type()
-	switch {
-	case got == want:
-	case isInt(got.Kind()) && isInt(want.Kind()):
-		if !intFits(v, want) {
-			return nil, locking.Invalid("%s: id %v does not fit the primary key %s (%v)", m.table, id, m.pk.Name, want)
-		}
-		v = v.Convert(want)
-	case got.Kind() == reflect.String && want.Kind() == reflect.String:
-		v = v.Convert(want)
-	case got.AssignableTo(want):
-	default:
-		return nil, locking.Invalid("%s: id %v has type %v, the primary key %s is %v", m.table, id, got, m.pk.Name, want)
-	}
-	if v.IsZero() {
-		return nil, locking.Invalid("%s: id is the zero value of %v", m.table, want)
-	}
-	return v.Interface(), nil
 }
 
 // intFits reports whether the integer v converts to the integer type want
@@ -397,11 +456,6 @@ func intFits(v reflect.Value, want reflect.Type) bool {
 func isInt(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }
 func isUint(k reflect.Kind) bool {
 	return k >= reflect.Uint && k <= reflect.Uint64
-}
-
-// pkEq is the GORM condition "primary key = id" on the current table.
-func (m *meta) pkEq(id any) clause.Eq {
-	return clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: m.pk.DBName}, Value: id}
 }
 
 // now returns the timestamp written by a write: UTC, with the microsecond

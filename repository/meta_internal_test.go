@@ -19,7 +19,7 @@ func TestGuardedSQL(t *testing.T) {
 		"sqlite": {
 			"UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 			"DELETE FROM `accounts` WHERE `id` = ? AND `version` = ?",
-			"SELECT `version` FROM `accounts` WHERE `id` = ?",
+			"SELECT `version`, FALSE FROM `accounts` WHERE `id` = ?",
 			"UPDATE `accounts` SET `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 			"UPDATE `accounts` SET `version` = `version` WHERE 0 = 1",
 			"SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
@@ -27,7 +27,7 @@ func TestGuardedSQL(t *testing.T) {
 		"postgres": {
 			`UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND "version" = $7 RETURNING "version"`,
 			`DELETE FROM "accounts" WHERE "id" = $1 AND "version" = $2`,
-			`SELECT "version" FROM "accounts" WHERE "id" = $1`,
+			`SELECT "version", FALSE FROM "accounts" WHERE "id" = $1`,
 			`UPDATE "accounts" SET "version" = GREATEST($1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $2 WHERE "id" = $3 AND "version" = $4 RETURNING "version"`,
 			`UPDATE "accounts" SET "version" = "version" WHERE 0 = 1`,
 			`SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,

@@ -114,7 +114,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 			if e == nil {
 				return locking.Invalid("%s: Upsert id=%v: create returned nil", r.m.table, id)
 			}
-			if err := r.m.pk.Set(ctx, reflect.ValueOf(e).Elem(), id); err != nil {
+			if err := r.m.setKey(ctx, reflect.ValueOf(e).Elem(), id); err != nil {
 				return fmt.Errorf("%s: Upsert id=%v: set key: %w", r.m.table, id, err)
 			}
 			created = true
@@ -129,11 +129,14 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 			if errors.Is(err, locking.ErrAlreadyExists) {
 				// Lost the race to create id, or violated another unique
 				// index? Only the first is worth another attempt.
-				_, exists, xerr := r.currentVersion(ctx, id)
-				if xerr != nil {
+				_, exists, deleted, xerr := r.currentVersion(ctx, id)
+				switch {
+				case xerr != nil:
 					return errors.Join(err, xerr)
-				}
-				if exists {
+				case deleted:
+					// Not a race: a soft-deleted record holds the key.
+					return &softDeletedError{table: r.m.table, id: id, err: err}
+				case exists:
 					return &conflictError{err}
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
@@ -28,16 +30,21 @@ type ptrVersion struct {
 	Version *int64
 }
 
-type compositeKey struct {
-	A       int64 `gorm:"primaryKey"`
-	B       int64 `gorm:"primaryKey"`
-	Version int64
-}
+// pluginDeletedAt stands for a soft-delete type other than gorm.DeletedAt
+// (gorm.io/plugin/soft_delete's): one that brings its own delete clauses.
+type pluginDeletedAt uint
 
-type softDeleted struct {
+func (pluginDeletedAt) DeleteClauses(*schema.Field) []clause.Interface { return nil }
+
+type otherSoftDelete struct {
 	ID        int64 `gorm:"primaryKey"`
 	Version   int64
-	DeletedAt gorm.DeletedAt
+	DeletedAt pluginDeletedAt
+}
+
+type versionInKey struct {
+	A       int64 `gorm:"primaryKey"`
+	Version int64 `gorm:"primaryKey;autoIncrement:false"`
 }
 
 type readOnlyVersion struct {
@@ -75,8 +82,8 @@ func TestNewRejectsUnusableModels(t *testing.T) {
 		{"no version field", func() error { _, err := repository.New[noVersion](db); return err }, locking.ErrInvalidArgument, "has no version field"},
 		{"unsigned version", func() error { _, err := repository.New[uintVersion](db); return err }, locking.ErrInvalidArgument, "must be int64"},
 		{"pointer version", func() error { _, err := repository.New[ptrVersion](db); return err }, locking.ErrInvalidArgument, "must be int64"},
-		{"composite key", func() error { _, err := repository.New[compositeKey](db); return err }, locking.ErrNotSupported, "composite primary key"},
-		{"soft delete", func() error { _, err := repository.New[softDeleted](db); return err }, locking.ErrNotSupported, "soft delete"},
+		{"soft delete other than gorm.DeletedAt", func() error { _, err := repository.New[otherSoftDelete](db); return err }, locking.ErrNotSupported, "gorm.DeletedAt only"},
+		{"version in the key", func() error { _, err := repository.New[versionInKey](db); return err }, locking.ErrInvalidArgument, "cannot be part of the primary key"},
 		{"read-only version", func() error { _, err := repository.New[readOnlyVersion](db); return err }, locking.ErrInvalidArgument, "readable and writable"},
 		{"two version tags", func() error { _, err := repository.New[twoTagged](db); return err }, locking.ErrInvalidArgument, "two fields tagged"},
 		{"not a struct", func() error { _, err := repository.New[int](db); return err }, locking.ErrInvalidArgument, "not a struct"},

@@ -26,7 +26,7 @@ import (
 // keys, in the database the records live in.
 
 // OperationTable is the table operation keys are recorded in, created by
-// the migrations (version 4).
+// the migrations (version 2 of package migrations).
 const OperationTable = "gormlock_operations"
 
 // DefaultOperationRetention is how long an operation key is remembered
@@ -178,8 +178,8 @@ func (s store) lookupOp(ctx context.Context, key string) (op *Operation, expired
 	db, _ := s.conn(ctx)
 	var o Operation
 	var created, expires, exp int64
-	err = db.Statement.ConnPool.QueryRowContext(ctx, s.opStatements().lookup, key).
-		Scan(&o.Table, &o.RecordKey, &o.Kind, &o.Version, &o.Fingerprint, &created, &expires, &exp)
+	err = s.scanSQL(ctx, db.Statement.ConnPool, s.opStatements().lookup, []any{key},
+		&o.Table, &o.RecordKey, &o.Kind, &o.Version, &o.Fingerprint, &created, &expires, &exp)
 	switch {
 	case isNoRows(err):
 		return nil, false, nil

@@ -17,7 +17,103 @@ type MutateOption interface {
 }
 
 type writeConfig struct {
-	op *OperationKey
+	op          *OperationKey
+	permanently bool // Delete of a soft-delete model: DELETE, not deleted_at
+	skipAssoc   bool // Update: write the row even with association fields set
+}
+
+// writeFunc is a WriteOption made of a function.
+type writeFunc func(*writeConfig) error
+
+func (f writeFunc) applyWrite(c *writeConfig) error { return f(c) }
+
+// Permanently makes Delete of a model with soft delete (a gorm.DeletedAt
+// field) remove the row, guarded like any Delete, instead of setting
+// deleted_at: GORM's Unscoped().Delete. It also removes a soft-deleted
+// record (read with IncludeDeleted). For other models every Delete is
+// permanent and the option changes nothing. Other writes refuse it.
+func Permanently() WriteOption {
+	return writeFunc(func(c *writeConfig) error {
+		c.permanently = true
+		return nil
+	})
+}
+
+// SkipAssociations lets Update write an entity whose association fields
+// (has one, has many, belongs to, many to many) hold records: it writes the
+// entity's own row, guarded as always, and leaves the associated records as
+// they are in the database. Without it such an Update is refused, naming
+// the fields, so that nothing is dropped silently.
+func SkipAssociations() WriteOption {
+	return writeFunc(func(c *writeConfig) error {
+		c.skipAssoc = true
+		return nil
+	})
+}
+
+// ReadOption adjusts one Get: IncludeDeleted and Preload, which Find takes
+// too.
+type ReadOption interface {
+	applyRead(*readConfig) error
+}
+
+// QueryOption is an option both Get and Find take: IncludeDeleted, Preload.
+type QueryOption interface {
+	ReadOption
+	FindOption
+}
+
+type readConfig struct {
+	includeDeleted bool
+	preloads       []preload
+}
+
+type preload struct {
+	name string
+	args []any
+}
+
+// IncludeDeleted makes Get and Find return soft-deleted records too (GORM's
+// Unscoped), for a model with a gorm.DeletedAt field; its DeletedAt tells
+// them apart. Use it to look at or Restore a deleted record. For other
+// models it changes nothing.
+func IncludeDeleted() QueryOption {
+	return includeDeleted{}
+}
+
+type includeDeleted struct{}
+
+func (includeDeleted) applyRead(c *readConfig) error { c.includeDeleted = true; return nil }
+func (includeDeleted) applyFind(q *findQuery) error  { q.includeDeleted = true; return nil }
+
+// Preload makes Get and Find also load the association name (a field of
+// the model: "Items", nested "Items.Parts", or clause.Associations for all)
+// with GORM's Preload, in the same transaction when there is one; args are
+// GORM's (conditions on the associated records). An unknown association is
+// an error matching locking.ErrInvalidArgument.
+//
+// Preloaded records are for reading: Update refuses an entity whose
+// association fields hold records (see SkipAssociations).
+func Preload(name string, args ...any) QueryOption {
+	return preloadOpt{preload{name: name, args: args}}
+}
+
+type preloadOpt struct{ p preload }
+
+func (o preloadOpt) applyRead(c *readConfig) error { c.preloads = append(c.preloads, o.p); return nil }
+func (o preloadOpt) applyFind(q *findQuery) error  { q.preloads = append(q.preloads, o.p); return nil }
+
+func readConfigOf(opts []ReadOption) (readConfig, error) {
+	var c readConfig
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.applyRead(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 type mutateConfig struct {

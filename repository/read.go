@@ -24,20 +24,38 @@ import (
 // their fields, others (serializers, Scanners, pointers) through GORM's scan
 // value and setter, and a row with a NULL in a plain field again GORM's way
 // (the zero value). Like Update, it therefore does not go through GORM's
-// callbacks or logger. A model with an AfterFind hook is read through GORM,
-// so the hook runs, and so is one with a read-only ("->") field, whose
-// column may be missing where GORM's SELECT * would leave it zero.
-func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
+// callbacks (see "Logging and tracing" in the package doc). A model with
+// an AfterFind hook is read through GORM, so the hook runs, and so is one
+// with a read-only ("->") field, whose column may be missing where GORM's
+// SELECT * would leave it zero, and a Get with Preload.
+//
+// For a model with soft delete (gorm.DeletedAt) a soft-deleted record is
+// not found, as with GORM, unless IncludeDeleted is given. Get always reads
+// the primary database, also with gorm.io/plugin/dbresolver: its result is
+// what a guarded write will be checked against.
+func (r *Repository[T]) Get(ctx context.Context, id any, opts ...ReadOption) (*T, error) {
 	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := readConfigOf(opts)
 	if err != nil {
 		return nil, err
 	}
 	db, _ := r.conn(ctx)
 	var e T
-	if r.m.selectSQL == "" {
-		err = db.WithContext(ctx).Take(&e, r.m.pkEq(id)).Error
-	} else {
-		err = r.readRow(ctx, db.Statement.ConnPool, r.m.selectSQL, &e, id)
+	switch query := r.m.selectSQL; {
+	case query == "" || len(rc.preloads) > 0:
+		q, qerr := r.gormRead(ctx, db, rc.includeDeleted, rc.preloads)
+		if qerr != nil {
+			return nil, qerr
+		}
+		err = q.Take(&e, r.m.keyCond(id)).Error
+	default:
+		if rc.includeDeleted {
+			query = r.m.selectAnySQL
+		}
+		err = r.readRow(ctx, db.Statement.ConnPool, query, &e, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: Get id=%v: %w", r.m.table, id, r.translate(err, id))
@@ -45,10 +63,45 @@ func (r *Repository[T]) Get(ctx context.Context, id any) (*T, error) {
 	return &e, nil
 }
 
+// gormRead returns a GORM query on db for ctx that reads the primary
+// database (see primary), with the soft-delete scope and preloads asked
+// for.
+func (r *Repository[T]) gormRead(ctx context.Context, db *gorm.DB, includeDeleted bool, preloads []preload) (*gorm.DB, error) {
+	q := primary(db.WithContext(ctx))
+	if includeDeleted {
+		q = q.Unscoped()
+	}
+	for _, p := range preloads {
+		if err := r.checkPreload(p.name); err != nil {
+			return nil, err
+		}
+		q = q.Preload(p.name, p.args...)
+	}
+	return q, nil
+}
+
+// checkPreload refuses a Preload of an association the model does not have.
+func (r *Repository[T]) checkPreload(name string) error {
+	if name == clause.Associations {
+		return nil
+	}
+	first, _, _ := strings.Cut(name, ".")
+	for _, rel := range r.m.assocs {
+		if rel.Name == first {
+			return nil
+		}
+	}
+	names := make([]string, len(r.m.assocs))
+	for i, rel := range r.m.assocs {
+		names[i] = rel.Name
+	}
+	return locking.Invalid("%s: Preload %q: the model has no association %q (it has: %s)", r.m.table, name, first, strings.Join(names, ", "))
+}
+
 // readRow reads record id into e with query, selectSQL or one of its locked
 // forms. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
 func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, query string, e *T, id any) (err error) {
-	rows, err := pool.QueryContext(ctx, query, id)
+	rows, err := r.querySQL(ctx, pool, query, r.m.keyArgs(nil, id))
 	if err != nil {
 		return err
 	}
@@ -106,14 +159,24 @@ func (r *Repository[T]) scanInto(ctx context.Context, rows *sql.Rows, rv reflect
 	return retry, err
 }
 
-// FindOption narrows or orders Find.
-type FindOption func(*findQuery) error
+// FindOption narrows or orders Find: Where, OrderBy, Limit, Offset, and
+// the QueryOptions IncludeDeleted and Preload.
+type FindOption interface {
+	applyFind(*findQuery) error
+}
+
+// findFunc is a FindOption made of a function.
+type findFunc func(*findQuery) error
+
+func (f findFunc) applyFind(q *findQuery) error { return f(q) }
 
 type findQuery struct {
-	where  []clause.Expr
-	order  []clause.OrderByColumn
-	limit  int
-	offset int
+	where          []clause.Expr
+	order          []clause.OrderByColumn
+	limit          int
+	offset         int
+	includeDeleted bool
+	preloads       []preload
 }
 
 // Where adds a condition in GORM's syntax, with ? placeholders for args:
@@ -124,13 +187,13 @@ type findQuery struct {
 // it) is refused with an error matching locking.ErrInvalidArgument, before
 // any I/O.
 func Where(query string, args ...any) FindOption {
-	return func(q *findQuery) error {
+	return findFunc(func(q *findQuery) error {
 		if strings.TrimSpace(query) == "" {
 			return locking.Invalid("Find: Where with an empty condition")
 		}
 		q.where = append(q.where, clause.Expr{SQL: query, Vars: args})
 		return nil
-	}
+	})
 }
 
 // oneExpression refuses SQL text that could be more than one expression:
@@ -155,37 +218,41 @@ func oneExpression(sql string, hashComments bool) error {
 // descending when desc is true. Several OrderBy apply in turn. Find always
 // ends the order with the primary key, so pages are stable.
 func OrderBy(column string, desc bool) FindOption {
-	return func(q *findQuery) error {
+	return findFunc(func(q *findQuery) error {
 		q.order = append(q.order, clause.OrderByColumn{Column: clause.Column{Name: column}, Desc: desc})
 		return nil
-	}
+	})
 }
 
 // Limit returns at most n records; n must be positive.
 func Limit(n int) FindOption {
-	return func(q *findQuery) error {
+	return findFunc(func(q *findQuery) error {
 		if n <= 0 {
 			return locking.Invalid("Find: Limit must be positive, got %d", n)
 		}
 		q.limit = n
 		return nil
-	}
+	})
 }
 
 // Offset skips the first n records of the order; n must not be negative.
 func Offset(n int) FindOption {
-	return func(q *findQuery) error {
+	return findFunc(func(q *findQuery) error {
 		if n < 0 {
 			return locking.Invalid("Find: Offset must not be negative, got %d", n)
 		}
 		q.offset = n
 		return nil
-	}
+	})
 }
 
 // Find returns the records matching every Where, in the order of the OrderBy
 // options followed by the primary key, paged by Limit and Offset. No record
-// gives an empty slice and no error. An unknown OrderBy column or a bad Limit
+// gives an empty slice and no error. Find reads through GORM: its callbacks,
+// logger and plugins see it, and with gorm.io/plugin/dbresolver it reads a
+// replica (use Get, Mutate or a locked read for what a write depends on).
+// Soft-deleted records are left out unless IncludeDeleted is given;
+// Preload loads associations. An unknown OrderBy column or a bad Limit
 // or Offset gives an error matching locking.ErrInvalidArgument before any I/O.
 func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, error) {
 	db, _ := r.conn(ctx)
@@ -207,7 +274,7 @@ func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, err
 		if opt == nil {
 			continue
 		}
-		if err := opt(&q); err != nil {
+		if err := opt.applyFind(&q); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +286,18 @@ func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, err
 		}
 		order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}, Desc: o.Desc})
 	}
-	order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: r.m.pk.DBName}})
+	for _, f := range r.m.pks {
+		order = append(order, clause.OrderByColumn{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}})
+	}
+	if q.includeDeleted {
+		tx = tx.Unscoped()
+	}
+	for _, p := range q.preloads {
+		if err := r.checkPreload(p.name); err != nil {
+			return nil, err
+		}
+		tx = tx.Preload(p.name, p.args...)
+	}
 
 	tx = tx.Clauses(clause.OrderBy{Columns: order})
 	for _, w := range q.where {

@@ -31,6 +31,7 @@ type options struct {
 	retry       locking.RetryPolicy
 	leases      *leaseLimits
 	opRetention time.Duration
+	callbacks   *bool
 }
 
 // WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
@@ -74,6 +75,9 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	st, err := storeOf(db, "repository")
 	if err != nil {
 		return nil, err
+	}
+	if o.callbacks != nil {
+		st.callbacks = *o.callbacks
 	}
 
 	return &Repository[T]{
@@ -119,9 +123,10 @@ func (r *Repository[T]) setVersion(ctx context.Context, rv reflect.Value, n int6
 	r.m.version.ReflectValueOf(ctx, rv).SetInt(n)
 }
 
-// idOf returns the entity's primary key and whether it is the zero value.
+// idOf returns the entity's primary key (a Key for a composite one) and
+// whether it is not set.
 func (r *Repository[T]) idOf(ctx context.Context, rv reflect.Value) (any, bool) {
-	return r.m.pk.ValueOf(ctx, rv)
+	return r.m.keyOf(ctx, rv)
 }
 
 // translate turns GORM's and the driver's errors into gormlock's vocabulary.

@@ -232,9 +232,14 @@ func (c *sqliteConn) release(ctx context.Context) {
 // db.Transaction calls use savepoints).
 type sqliteTx struct {
 	*sqliteConn
+	db       *sql.DB // the database, for GORM's DB()
 	done     bool
 	readOnly bool // the connection is query_only until the end
 }
+
+// GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
+// returns the database, as it does for a *sql.Tx.
+func (t *sqliteTx) GetDBConn() (*sql.DB, error) { return t.db, nil }
 
 // beginSQLite begins a write transaction: it waits for the writer's turn in
 // the process and for the write lock (BEGIN IMMEDIATE), both bounded by w
@@ -258,7 +263,7 @@ func beginSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait, readOnly bool) 
 			_ = conn.Close()
 			return nil, locking.Classify(err)
 		}
-		return &sqliteTx{sqliteConn: c, readOnly: true}, nil
+		return &sqliteTx{sqliteConn: c, db: sqlDB, readOnly: true}, nil
 	}
 	c, err := takeSQLite(ctx, sqlDB, w)
 	if err != nil {
@@ -281,7 +286,7 @@ func beginSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait, readOnly bool) 
 		c.release(ctx)
 		return nil, err
 	}
-	return &sqliteTx{sqliteConn: c}, nil
+	return &sqliteTx{sqliteConn: c, db: sqlDB}, nil
 }
 
 // Commit commits. It is not interrupted by the caller's context: SQLite

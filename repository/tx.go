@@ -81,6 +81,7 @@ func (s store) runTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w lockW
 		return err
 	}
 	st := &txState{sqlDB: s.sqlDB}
+	db = withCallerLogger(db)
 	if o != nil {
 		st.iso = o.Isolation
 	}
@@ -171,4 +172,67 @@ func inSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) 
 func InTx(ctx context.Context) bool {
 	_, ok := ctx.Value(txKey{}).(*txState)
 	return ok
+}
+
+// WithTx returns a context carrying tx, a transaction the application
+// opened with GORM (db.Transaction's tx, or db.Begin()), so that repository
+// calls made with that context run in it, as inside RunInTx: their writes
+// commit or roll back with the application's. gormlock never commits or
+// rolls back tx itself; RunInTx with the returned context runs in a
+// savepoint of it. A *gorm.DB that is not in a transaction gives an error
+// matching locking.ErrInvalidArgument.
+//
+//	err := db.Transaction(func(tx *gorm.DB) error {
+//		ctx, err := repository.WithTx(ctx, tx)
+//		if err != nil {
+//			return err
+//		}
+//		if err := tx.Create(&audit).Error; err != nil {
+//			return err
+//		}
+//		return orders.Update(ctx, order) // same transaction
+//	})
+//
+// On SQLite, tx should have begun IMMEDIATE (opendb's default, _txlock):
+// a transaction that began DEFERRED takes the write lock at its first write
+// and can fail there with SQLITE_BUSY.
+func WithTx(ctx context.Context, tx *gorm.DB) (context.Context, error) {
+	if tx == nil || tx.Statement == nil {
+		return ctx, locking.Invalid("WithTx: tx is nil")
+	}
+	if _, ok := tx.Statement.ConnPool.(gorm.TxCommitter); !ok {
+		return ctx, locking.Invalid("WithTx: the *gorm.DB is not in a transaction (pass the tx of db.Transaction, or of db.Begin)")
+	}
+	s, err := storeOf(tx, "WithTx")
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, txKey{}, &txState{sqlDB: s.sqlDB, tx: withCallerLogger(tx.Session(&gorm.Session{NewDB: true}))}), nil
+}
+
+// Tx returns the *gorm.DB for plain GORM calls made with ctx on db's
+// database: the transaction RunInTx (or WithTx) put in ctx, or db itself
+// when there is none, bound to ctx either way. Inside RunInTx, use it for
+// the GORM calls that must be part of the transaction:
+//
+//	err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+//		if err := repository.Tx(ctx, db).Create(&audit).Error; err != nil {
+//			return err
+//		}
+//		return orders.Update(ctx, order)
+//	})
+//
+// A GORM call on db itself would run outside the transaction: on
+// PostgreSQL it would not roll back with it, and on SQLite it would wait
+// for the write lock the transaction holds until its busy timeout ends.
+func Tx(ctx context.Context, db *gorm.DB) *gorm.DB {
+	if db == nil {
+		return nil
+	}
+	if st, ok := ctx.Value(txKey{}).(*txState); ok {
+		if sqlDB, err := db.DB(); err == nil && st.sqlDB == sqlDB {
+			return st.tx.WithContext(ctx)
+		}
+	}
+	return db.WithContext(ctx)
 }

@@ -105,7 +105,11 @@ type Caps struct {
 	SingleWriter bool
 	// HashComments means '#' starts a comment (MySQL).
 	HashComments bool
-	features     map[Feature]Support
+	// CompositeKeyText is an SQL expression for a composite primary key as
+	// text, the key's columns in place of its one ?: a JSON array, whose
+	// text the database writes the same way for the same key.
+	CompositeKeyText string
+	features         map[Feature]Support
 }
 
 // table is the capability table. README.md ("Pessimistic locking") shows
@@ -115,8 +119,9 @@ var table = map[string]Caps{
 		// An uncorrelated sub-select runs once, before the scan: the
 		// setting is in force when the statement waits for a row lock, and
 		// is_local ends it with the statement's own transaction.
-		SelfLockTimeout: "(SELECT set_config('lock_timeout', ?, true)) IS NOT NULL",
-		NextVersion:     "GREATEST(?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)",
+		SelfLockTimeout:  "(SELECT set_config('lock_timeout', ?, true)) IS NOT NULL",
+		NextVersion:      "GREATEST(?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)",
+		CompositeKeyText: "CAST(json_build_array(?) AS TEXT)",
 		features: map[Feature]Support{
 			RowLock:     {How: Native},
 			SharedLock:  {How: Native},
@@ -124,7 +129,7 @@ var table = map[string]Caps{
 			LockTimeout: {How: Native},
 			SkipLocked:  {How: Native},
 		}},
-	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", SingleWriter: true, features: map[Feature]Support{
+	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", SingleWriter: true, CompositeKeyText: "json_array(?)", features: map[Feature]Support{
 		RowLock:     {How: WriteLock},
 		SharedLock:  {How: Unsupported, Why: "SQLite has no row locks; a shared lock cannot keep writers out without also excluding the other shared lockers"},
 		NoWait:      {How: WriteLock},

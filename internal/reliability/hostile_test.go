@@ -1323,6 +1323,70 @@ func hostileMiscCases() []hostileCase {
 		}
 		return ""
 	}, func(_ context.Context, f *hostileFixture) error { return f.accts.VerifySchema(hostileCancelled()) })
+
+	// The calls added for GORM applications (issue 12).
+	changed := func(a models.Account) *models.Account { a.Owner = "changed"; return &a }
+	add("VerifyOperationSchema", "nil db", nil, hostileInvalid, func(ctx context.Context, _ *hostileFixture) error {
+		return repository.VerifyOperationSchema(ctx, nil)
+	})
+	add("VerifyOperationSchema", "zero *gorm.DB", nil, hostileFails, func(ctx context.Context, _ *hostileFixture) error {
+		return repository.VerifyOperationSchema(ctx, &gorm.DB{})
+	})
+	add("VerifyOperationSchema", "migrated database", nil, hostileOK, func(ctx context.Context, f *hostileFixture) error {
+		return repository.VerifyOperationSchema(ctx, f.db)
+	})
+	add("VerifyOperationSchema", "cancelled context", nil, hostileCanceled, func(_ context.Context, f *hostileFixture) error {
+		return repository.VerifyOperationSchema(hostileCancelled(), f.db)
+	})
+	add("Restore", "model without soft delete", nil, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+		return f.accts.Restore(ctx, f.acct(f.a2))
+	})
+	add("Restore", "nil entity", nil, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+		return f.accts.Restore(ctx, nil)
+	})
+	add("Update", "Permanently", []string{"Permanently"}, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+		return f.accts.Update(ctx, changed(f.a2), repository.Permanently())
+	})
+	add("Update", "SkipAssociations on a stale copy", []string{"SkipAssociations"}, hostileIs(locking.ErrStaleData), func(ctx context.Context, f *hostileFixture) error {
+		a := changed(f.a2)
+		a.Version--
+		return f.accts.Update(ctx, a, repository.SkipAssociations())
+	})
+	add("Get", "IncludeDeleted on a model without soft delete", []string{"IncludeDeleted"}, hostileOK, func(ctx context.Context, f *hostileFixture) error {
+		_, err := f.accts.Get(ctx, f.a2.ID, repository.IncludeDeleted(), nil)
+		return err
+	})
+	for _, name := range []string{"", "Nope", "Owner", "x; DROP TABLE accounts", "\x00"} {
+		add("Get", fmt.Sprintf("Preload(%q)", name), []string{"Preload"}, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Get(ctx, f.a2.ID, repository.Preload(name))
+			return err
+		})
+	}
+	add("New", "WithCallbacks(true)", []string{"WithCallbacks"}, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		return newDoc(f.db, repository.WithCallbacks(true))
+	})
+	add("WithTx", "nil tx", nil, hostileInvalid, func(ctx context.Context, _ *hostileFixture) error {
+		_, err := repository.WithTx(ctx, nil)
+		return err
+	})
+	add("WithTx", "zero *gorm.DB", nil, hostileInvalid, func(ctx context.Context, _ *hostileFixture) error {
+		_, err := repository.WithTx(ctx, &gorm.DB{})
+		return err
+	})
+	add("WithTx", "a database, not a transaction", nil, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+		_, err := repository.WithTx(ctx, f.db)
+		return err
+	})
+	add("Tx", "nil db", nil, hostileOK, func(ctx context.Context, _ *hostileFixture) error {
+		if repository.Tx(ctx, nil) != nil {
+			return hostileCheck("Tx(ctx, nil) is not nil")
+		}
+		return nil
+	})
+	add("Tx", "no transaction: the database", nil, hostileOK, func(ctx context.Context, f *hostileFixture) error {
+		var n int64
+		return repository.Tx(ctx, f.db).Model(&models.Account{}).Count(&n).Error
+	})
 	return out
 }
 
@@ -1398,6 +1462,7 @@ var hostileFunctions = []string{
 	"New", "RunInTx", "InTx", "ReleaseOwner", "LookupOperation", "PurgeOperations",
 	"OpKey", "Where", "OrderBy", "Limit", "Offset", "TTL", "NoWait", "LockTimeout", "ForShare",
 	"Locking", "Retry", "Attempts", "WithLeases", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
+	"VerifyOperationSchema", "WithCallbacks", "WithTx", "Tx", "Permanently", "SkipAssociations", "IncludeDeleted", "Preload",
 }
 
 // TestHostileCoverage proves the hostile table has no gap: every exported
@@ -1965,9 +2030,15 @@ func hostileRequests() []hostileRequest {
 	for i := range out {
 		r := &out[i]
 		switch {
-		case strings.HasPrefix(r.name, "PATCH "), strings.HasPrefix(r.name, "OPTIONS "), strings.HasPrefix(r.name, "FOO "), strings.HasPrefix(r.name, "POST "):
+		case strings.HasPrefix(r.name, "FOO "), strings.HasPrefix(r.name, "POST "):
 			// The mux redirects a path it cleans (. and ..) before the handler sees it.
 			r.want = []int{notAllowed, bad, gone, http.StatusMovedPermanently, http.StatusTemporaryRedirect}
+		case strings.HasPrefix(r.name, "PATCH "):
+			// A PATCH that is not a merge patch is refused before its id is read.
+			r.want = []int{http.StatusUnsupportedMediaType, notAllowed, bad, gone, http.StatusMovedPermanently, http.StatusTemporaryRedirect}
+		case strings.HasPrefix(r.name, "OPTIONS "):
+			// OPTIONS reads nothing: it lists the methods of any record path.
+			r.want = []int{http.StatusNoContent, notAllowed, bad, gone, http.StatusMovedPermanently, http.StatusTemporaryRedirect}
 		}
 	}
 	for _, p := range []string{"9223372036854775808", "-9223372036854775809", "99999999999999999999999999", "0", "1.5", "1e3", "0x10", "1%3B%20DROP%20TABLE%20accounts"} {

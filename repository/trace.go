@@ -1,0 +1,313 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+	"gorm.io/plugin/dbresolver"
+)
+
+// Logging and tracing.
+//
+// gormlock sends most of its statements itself, prepared once by New, not
+// through GORM's statement builder (that is what keeps a guarded Update
+// near database/sql's speed). Every statement that reads or writes data is
+// still shown to the application's GORM logger (db.Logger.Trace, as GORM
+// does after each statement) with its SQL, arguments, rows and error. GORM's
+// logger prints the first frame outside gorm.io, which is gormlock's; so the
+// SQL it logs ends with a comment naming the caller outside gormlock:
+//
+//	UPDATE "products" SET ... WHERE "id" = 7 AND "version" = 1795... /* gormlock: orders/handler.go:88 */
+//
+// The comment is only in the log; it is not sent to the database. It is
+// computed only when the logger asks for the SQL (that is, when it logs).
+//
+// When db has GORM plugins registered (db.Use: tracing such as
+// gorm.io/plugin/opentelemetry, metrics, gorm.io/plugin/dbresolver), or
+// the repository is built WithCallbacks, the statements go through GORM's
+// Raw and Row callbacks instead (GORM's processor with the SQL already
+// built), so every callback registered there sees them — a tracing plugin
+// opens its span, and the GORM logger is called by GORM itself. It costs
+// more per statement (see bench/README.md). BEGIN, COMMIT, ROLLBACK,
+// savepoints and SQLite's connection settings (PRAGMA) are not shown,
+// as GORM does not show its own.
+//
+// With gorm.io/plugin/dbresolver, every statement gormlock sends itself is
+// marked as dbresolver's Write operation, and so are its reads through GORM
+// that a write depends on (Get, Mutate's and Upsert's reads, locked reads,
+// lease reads, the stale/not-found check): they run on the primary
+// (source), never on a replica that may not have the latest version yet.
+// Find follows dbresolver's policy (a replica).
+
+// WithCallbacks makes the repository send its statements through GORM's
+// callbacks (see "Logging and tracing" in the package doc) even when no
+// plugin is registered: for callbacks an application registered itself
+// with db.Callback(). With on false, they never go through callbacks, even
+// with plugins registered (the fast path; the logger still sees them).
+func WithCallbacks(on bool) Option {
+	return func(o *options) error {
+		o.callbacks = &on
+		return nil
+	}
+}
+
+// usesCallbacks is WithCallbacks' default: on when db has plugins.
+func usesCallbacks(db *gorm.DB) bool { return len(db.Config.Plugins) > 0 }
+
+// scanSQL sends query, which returns at most one row, on pool and scans
+// that row into dest; no row gives sql.ErrNoRows.
+func (s store) scanSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any, dest ...any) error {
+	sending(args)
+	if s.callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		tx.Callback().Row().Execute(tx)
+		if tx.Error != nil {
+			return tx.Error
+		}
+		row, ok := tx.Statement.Dest.(*sql.Row)
+		if !ok {
+			return errors.New("gormlock: GORM's Row callback returned no row; a callback replaced gorm:row")
+		}
+		return row.Scan(dest...)
+	}
+	begin := time.Now()
+	err := pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+	rows := int64(1)
+	traceErr := err
+	if errors.Is(err, sql.ErrNoRows) {
+		rows, traceErr = 0, nil
+	}
+	s.trace(ctx, begin, query, args, rows, traceErr)
+	return err
+}
+
+// execSQL sends query, a statement without result rows, on pool and
+// returns the rows it affected.
+func (s store) execSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (int64, error) {
+	sending(args)
+	if s.callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		tx.Callback().Raw().Execute(tx)
+		return tx.RowsAffected, tx.Error
+	}
+	begin := time.Now()
+	res, err := pool.ExecContext(ctx, query, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	s.trace(ctx, begin, query, args, n, err)
+	return n, err
+}
+
+// querySQL sends query on pool and returns its rows.
+func (s store) querySQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (*sql.Rows, error) {
+	sending(args)
+	if s.callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		tx.Statement.Settings.Store("rows", true)
+		tx.Callback().Row().Execute(tx)
+		if tx.Error != nil {
+			return nil, tx.Error
+		}
+		rows, ok := tx.Statement.Dest.(*sql.Rows)
+		if !ok {
+			return nil, errors.New("gormlock: GORM's Row callback returned no rows; a callback replaced gorm:row")
+		}
+		return rows, nil
+	}
+	begin := time.Now()
+	rows, err := pool.QueryContext(ctx, query, args...)
+	s.trace(ctx, begin, query, args, -1, err)
+	return rows, err
+}
+
+// viaCallbacks returns a GORM session that runs query with args on pool
+// through a callback processor: GORM's processor sends Statement.SQL as it
+// is, then the plugins' callbacks and the logger see it. It is marked
+// dbresolver's Write, so that dbresolver keeps it on the primary.
+func (s store) viaCallbacks(ctx context.Context, pool gorm.ConnPool, query string, args []any) *gorm.DB {
+	tx := s.db.Session(&gorm.Session{NewDB: true, Context: ctx}).Clauses(dbresolver.Write)
+	tx.Statement.ConnPool = pool
+	tx.Statement.SQL.WriteString(query)
+	tx.Statement.Vars = args
+	return tx
+}
+
+// trace shows one statement gormlock sent itself to the GORM logger, as
+// GORM's processor does after its own, with the caller appended to the SQL.
+// It allocates nothing: the function the logger calls for the SQL is a
+// pooled traceCall's (GORM's own processor reuses its statement the same
+// way once the logger returns).
+func (s store) trace(ctx context.Context, begin time.Time, query string, args []any, rows int64, err error) {
+	log := s.db.Logger
+	if cl, ok := log.(callerLogger); ok {
+		log = cl.Interface // the note is added here
+	}
+	if log == nil {
+		return
+	}
+	tc := traceCalls.Get().(*traceCall)
+	tc.ctx, tc.log, tc.dialector, tc.query, tc.args, tc.rows = ctx, log, s.db.Dialector, query, args, rows
+	log.Trace(ctx, begin, tc.sql, err)
+	*tc = traceCall{sql: tc.sql}
+	traceCalls.Put(tc)
+}
+
+// traceCall is one statement being shown to a logger.
+type traceCall struct {
+	ctx       context.Context
+	log       logger.Interface
+	dialector gorm.Dialector
+	query     string
+	args      []any
+	rows      int64
+	sql       func() (string, int64) // tc.explain, bound once
+}
+
+var traceCalls = sync.Pool{New: func() any {
+	tc := &traceCall{}
+	tc.sql = tc.explain
+	return tc
+}}
+
+// explain returns the statement with its arguments in place, and the
+// caller, for the logger.
+func (tc *traceCall) explain() (string, int64) {
+	q, vars := tc.query, loggable(tc.args)
+	if f, ok := tc.log.(gorm.ParamsFilter); ok {
+		q, vars = f.ParamsFilter(tc.ctx, q, vars...)
+	}
+	return tc.dialector.Explain(q, vars...) + callerNote(), tc.rows
+}
+
+// withCallerLogger returns db with its logger wrapped in callerLogger (once),
+// for the sessions gormlock's statements run on.
+func withCallerLogger(db *gorm.DB) *gorm.DB {
+	if db.Logger == nil {
+		return db
+	}
+	if _, ok := db.Logger.(callerLogger); ok {
+		return db
+	}
+	return db.Session(&gorm.Session{Logger: callerLogger{db.Logger}})
+}
+
+// sending readies the versionArgs among args for a statement about to be
+// sent: each reads the clock once, when the driver converts it.
+func sending(args []any) {
+	for _, a := range args {
+		if va, ok := a.(*versionArg); ok {
+			va.pending = true
+		}
+	}
+}
+
+// loggable returns args as they were sent, with the version a versionArg
+// sent in its place (computing it again would move it on).
+func loggable(args []any) []any {
+	for i, a := range args {
+		if va, ok := a.(*versionArg); ok {
+			out := append([]any(nil), args...)
+			out[i] = va.v
+			return out
+		}
+	}
+	return args
+}
+
+// callerLogger is the GORM logger of the statements gormlock sends, and of
+// its sessions' GORM calls: the application's, with the caller named in the
+// SQL.
+type callerLogger struct{ logger.Interface }
+
+// LogMode implements logger.Interface, keeping the wrapper.
+func (l callerLogger) LogMode(level logger.LogLevel) logger.Interface {
+	return callerLogger{l.Interface.LogMode(level)}
+}
+
+// Trace implements logger.Interface.
+func (l callerLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	l.Interface.Trace(ctx, begin, func() (string, int64) {
+		q, rows := fc()
+		return q + callerNote(), rows
+	}, err)
+}
+
+// ParamsFilter implements gorm.ParamsFilter when the wrapped logger does.
+func (l callerLogger) ParamsFilter(ctx context.Context, sql string, params ...any) (string, []any) {
+	if f, ok := l.Interface.(gorm.ParamsFilter); ok {
+		return f.ParamsFilter(ctx, sql, params...)
+	}
+	return sql, params
+}
+
+// libraryPrefixes are the packages whose frames callerNote passes over: GORM
+// and its drivers and plugins, gormlock's own packages, and net/http, which
+// calls the HTTP adapter.
+var libraryPrefixes = []string{
+	"gorm.io/",
+	"github.com/gormlock/gormlock/repository.",
+	"github.com/gormlock/gormlock/locking.",
+	"github.com/gormlock/gormlock/rest.",
+	"github.com/gormlock/gormlock/opendb.",
+	"github.com/gormlock/gormlock/migrations.",
+	"github.com/gormlock/gormlock/models.",
+	"net/http.",
+	"runtime.",
+	"database/sql.",
+}
+
+// callerNote returns " /* gormlock: file:line */", the first frame of the
+// calling goroutine outside the libraries (a test file counts as the
+// caller), or the outermost library frame when there is none (a handler of
+// the HTTP adapter).
+func callerNote() string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	var last runtime.Frame
+	for {
+		f, more := frames.Next()
+		if f.File != "" && (strings.HasSuffix(f.File, "_test.go") || !isLibrary(f.Function)) {
+			return note(f)
+		}
+		if f.File != "" && !strings.HasPrefix(f.Function, "runtime.") {
+			last = f
+		}
+		if !more {
+			break
+		}
+	}
+	if last.File == "" {
+		return ""
+	}
+	return note(last)
+}
+
+func isLibrary(function string) bool {
+	for _, p := range libraryPrefixes {
+		if strings.HasPrefix(function, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func note(f runtime.Frame) string {
+	return " /* gormlock: " + f.File + ":" + strconv.Itoa(f.Line) + " */"
+}
+
+// primary marks a GORM query to run on the primary database when
+// gorm.io/plugin/dbresolver is registered (its Write operation): a read a
+// guarded write depends on must not see a replica's older state. Without
+// dbresolver it changes nothing.
+func primary(q *gorm.DB) *gorm.DB { return q.Clauses(dbresolver.Write) }
