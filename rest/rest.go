@@ -4,46 +4,70 @@
 //
 //	docs, _ := repository.New[models.Document](db)
 //	h, _ := rest.New(docs)
-//	mux.Handle("/documents/", http.StripPrefix("/documents", h))
+//	rest.Mount(mux, "/documents", h)
+//
+// Mount serves the collection at both "/documents" and "/documents/"; the
+// handler itself treats an empty path and "/" alike, so
+// mux.Handle("/documents/", http.StripPrefix("/documents", h)) works too,
+// except that ServeMux then answers "/documents" (no slash) with a redirect
+// that creates nothing.
 //
 // Routes, relative to where the handler is mounted:
 //
-//	GET    /       list, paged with ?limit=&offset=
-//	POST   /       create (201, Location, ETag); 409 when the id is taken
-//	GET    /{id}   read (ETag); 304 when If-None-Match names the version
-//	PUT    /{id}   replace, guarded by If-Match; If-None-Match: * creates only if absent
-//	DELETE /{id}   delete, guarded by If-Match
+//	GET     /       list, paged with ?limit=&offset=
+//	POST    /       create (201, Location, ETag); 409 when the id or another unique value is taken
+//	GET     /{id}   read (ETag, Accept-Patch); 304 when If-None-Match names the version
+//	PUT     /{id}   replace, guarded by If-Match; If-None-Match: * creates only if absent
+//	PATCH   /{id}   JSON merge patch (RFC 7396), guarded by If-Match; never creates
+//	DELETE  /{id}   delete, guarded by If-Match
+//	OPTIONS /, /{id}  204 with Allow (and Accept-Patch on a record)
 //
 // Conditional requests follow RFC 9110. Every response carrying a record
-// carries its strong ETag, "<version>". A PUT or DELETE whose If-Match does
-// not name the current version is answered 412 Precondition Failed with the
-// current ETag; when it does, the write is the repository's guarded write at
-// that version, so a race between the check and the write is still caught
-// (412), never lost. In strict mode (the default) a PUT or DELETE without
-// If-Match is answered 428 Precondition Required. If-Match: * means "any
-// existing version"; a list of ETags is honoured; weak ETags never match
-// If-Match.
+// carries its strong ETag, "<version>". A PUT, PATCH or DELETE whose
+// If-Match does not name the current version is answered 412 Precondition
+// Failed with the current ETag; when it does, the write is the repository's
+// guarded write at that version, so a race between the check and the write
+// is still caught (412), never lost. In strict mode (the default) a PUT,
+// PATCH or DELETE without If-Match is answered 428 Precondition Required.
+// If-Match: * means "any existing version"; a list of ETags is honoured;
+// weak ETags never match If-Match.
+//
+// A PATCH body is a JSON merge patch (Content-Type:
+// application/merge-patch+json): it is merged into the record's JSON as GET
+// returns it — members it names are replaced, members it sets to null are
+// removed (the field becomes its zero value), objects are merged member by
+// member, everything else is kept — and the result is written like a PUT's
+// body: only the writable fields, never the id, version or timestamps.
+// Fields the JSON leaves out (json:"-") keep their values (a PUT writes
+// their zero values). With If-Match: * the patch is applied to whatever
+// version is current, atomically: a concurrent change makes it re-read and
+// merge again. A patch must be a JSON object. A PATCH never creates: a
+// missing record is 412 when If-Match names a version (as for PUT), 404
+// otherwise.
 //
 // Errors are problem details (RFC 9457, application/problem+json): 400 for
-// a malformed id, body, header or query, 404, 405, 409 for a duplicate
-// create, 412, 413 over the body limit, 415 for a body that is not JSON, 423
-// Locked for a record leased by someone else (see below), 428, and 500 with
-// no detail for anything unexpected. A body can change neither the id nor
-// the version of the record it targets: the id comes from the URL (a body
-// naming another id is a 400), the version from If-Match.
+// a malformed id, body, header or query, 404, 405, 409 when the record's id
+// or another of its unique values is taken (the detail says which, without
+// the database's message), 412, 413 over the body limit, 415 for a body
+// that is not JSON (or, for PATCH, not a merge patch: the answer carries
+// Accept-Patch), 423 Locked for a record leased by someone else (see
+// below), 428, and 500 with no detail for anything unexpected. A body can
+// change neither the id nor the version of the record it targets: the id
+// comes from the URL (a body naming another id is a 400), the version from
+// If-Match; nor its timestamps.
 //
 // A leased record (repository.WithLeases) is answered 423 Locked with a
 // Retry-After until the lease ends: it is not a conflict the client can
 // resolve by re-reading (409) nor a failed precondition (412) — the record
 // is checked out, and the same request will succeed once it is returned.
 //
-// POST, PUT and DELETE take an Idempotency-Key header (the IETF httpapi
-// draft's, as Stripe's API has it): the write is made with that operation
-// key (repository.OpKey), so a client that retries a request — after a
-// timeout, a dropped connection, a 500 — gets the first request's outcome
-// instead of applying it twice: a repeat of an applied PUT is 200 with the
-// record as it is now, of a POST 201 with its Location, of a DELETE 204,
-// even though If-Match no longer names the current version. The key is
+// POST, PUT, PATCH and DELETE take an Idempotency-Key header (the IETF
+// httpapi draft's, as Stripe's API has it): the write is made with that
+// operation key (repository.OpKey), so a client that retries a request —
+// after a timeout, a dropped connection, a 500 — gets the first request's
+// outcome instead of applying it twice: a repeat of an applied PUT or PATCH
+// is 200 with the record as it is now, of a POST 201 with its Location, of
+// a DELETE 204, even though If-Match no longer names the current version. The key is
 // bound to the request (method, path and body): the same key with another
 // request is 422. Keys are 1 to 200 printable ASCII characters, quoted (a
 // structured-field string) or not; IdempotencyScope keeps one client's keys
@@ -52,8 +76,6 @@ package rest
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +83,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +96,9 @@ import (
 type Handler[T any] struct {
 	repo *repository.Repository[T]
 	cfg  config
+	// hidden are the index paths of T's fields that its JSON leaves out,
+	// which a PATCH keeps as they are.
+	hidden [][]int
 }
 
 type config struct {
@@ -87,9 +113,10 @@ type config struct {
 // Option configures a Handler in New.
 type Option func(*config) error
 
-// Strict sets whether PUT and DELETE require If-Match (428 without it). On
-// by default. Off, a PUT or DELETE without If-Match writes whatever version
-// is current (still atomically: a concurrent change makes it re-read).
+// Strict sets whether PUT, PATCH and DELETE require If-Match (428 without
+// it). On by default. Off, a PUT, PATCH or DELETE without If-Match writes
+// whatever version is current (still atomically: a concurrent change makes
+// it re-read).
 func Strict(on bool) Option {
 	return func(c *config) error { c.strict = on; return nil }
 }
@@ -146,10 +173,17 @@ func New[T any](repo *repository.Repository[T], opts ...Option) (*Handler[T], er
 			return nil, err
 		}
 	}
-	return &Handler[T]{repo: repo, cfg: c}, nil
+	return &Handler[T]{repo: repo, cfg: c, hidden: jsonHidden(reflect.TypeFor[T]())}, nil
 }
 
-// ServeHTTP implements http.Handler.
+// The methods of the collection and of a record, for Allow.
+const (
+	collectionMethods = "GET, HEAD, POST, OPTIONS"
+	recordMethods     = "GET, HEAD, PUT, PATCH, DELETE, OPTIONS"
+)
+
+// ServeHTTP implements http.Handler. The path is relative to where the
+// handler is mounted: "" and "/" are the collection, "/{id}" a record.
 func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.EscapedPath(), "/")
 	if path == "" {
@@ -158,8 +192,11 @@ func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.list(w, r)
 		case http.MethodPost:
 			h.create(w, r)
+		case http.MethodOptions:
+			w.Header().Set("Allow", collectionMethods)
+			w.WriteHeader(http.StatusNoContent)
 		default:
-			w.Header().Set("Allow", "GET, HEAD, POST")
+			w.Header().Set("Allow", collectionMethods)
 			problem(w, http.StatusMethodNotAllowed, "method %s is not allowed on the collection", r.Method)
 		}
 		return
@@ -179,10 +216,14 @@ func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handle = h.get
 	case http.MethodPut:
 		handle = h.put
+	case http.MethodPatch:
+		handle = h.patch
 	case http.MethodDelete:
 		handle = h.delete
+	case http.MethodOptions:
+		handle = h.options
 	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		w.Header().Set("Allow", recordMethods)
 		problem(w, http.StatusMethodNotAllowed, "method %s is not allowed on a record", r.Method)
 		return
 	}
@@ -192,6 +233,13 @@ func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	handle(w, r, id)
+}
+
+// options answers OPTIONS on a record: its methods, and the patch format.
+func (h *Handler[T]) options(w http.ResponseWriter, _ *http.Request, _ any) {
+	w.Header().Set("Allow", recordMethods)
+	w.Header().Set("Accept-Patch", mergePatchType)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *Handler[T]) get(w http.ResponseWriter, r *http.Request, id any) {
@@ -205,6 +253,7 @@ func (h *Handler[T]) get(w http.ResponseWriter, r *http.Request, id any) {
 		h.fail(w, r, err)
 		return
 	}
+	w.Header().Set("Accept-Patch", mergePatchType)
 	_, version, _ := h.repo.Identity(e)
 	if inm.any || inm.matchWeak(version) {
 		w.Header().Set("ETag", ETag(version))
@@ -283,6 +332,10 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.repo.Create(r.Context(), e, key...); err != nil {
+		if errors.Is(err, locking.ErrAlreadyExists) {
+			h.createConflict(w, r, bid)
+			return
+		}
 		h.fail(w, r, err)
 		return
 	}
@@ -383,7 +436,15 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		}
 		err = h.repo.Create(ctx, e, key...)
 		if errors.Is(err, locking.ErrAlreadyExists) {
-			h.preconditionFailed(w, r, id, "the record was created meanwhile, and If-None-Match: * asked to create it only if absent")
+			switch exists, known := h.exists(ctx, id); {
+			case exists:
+				h.preconditionFailed(w, r, id, "the record was created meanwhile, and If-None-Match: * asked to create it only if absent")
+			case known:
+				// Absent still: the insert hit another unique index.
+				problem(w, http.StatusConflict, "%s", detailValueTaken)
+			default:
+				problem(w, http.StatusConflict, "%s", detailTaken)
+			}
 			return
 		}
 		if err != nil {
@@ -506,14 +567,8 @@ func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, []byte,
 		problem(w, http.StatusUnsupportedMediaType, "the body must be application/json")
 		return nil, nil, false
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
-		return nil, nil, false
-	}
-	if err != nil {
-		problem(w, http.StatusBadRequest, "reading the body: %v", err)
+	raw, ok := h.readBody(w, r)
+	if !ok {
 		return nil, nil, false
 	}
 	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
@@ -534,6 +589,21 @@ func (h *Handler[T]) decode(w http.ResponseWriter, r *http.Request) (*T, []byte,
 		return nil, nil, false
 	}
 	return &e, raw, true
+}
+
+// readBody reads the request body up to the limit, answering 413 or 400.
+func (h *Handler[T]) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		problem(w, http.StatusRequestEntityTooLarge, "the body is over %d bytes", tooBig.Limit)
+		return nil, false
+	}
+	if err != nil {
+		problem(w, http.StatusBadRequest, "reading the body: %v", err)
+		return nil, false
+	}
+	return raw, true
 }
 
 // send writes e as JSON with its ETag.
@@ -607,7 +677,9 @@ func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, locking.ErrNotFound):
 		problem(w, http.StatusNotFound, "no such record")
 	case errors.Is(err, locking.ErrAlreadyExists):
-		problem(w, http.StatusConflict, "a record with this id already exists")
+		// Creates say which value is taken (createConflict); any other
+		// write keeps its id, so another unique value is taken.
+		problem(w, http.StatusConflict, "%s", detailValueTaken)
 	case errors.Is(err, locking.ErrStaleData):
 		problem(w, http.StatusConflict, "the record kept changing; try again")
 	case errors.Is(err, locking.ErrLocked), errors.Is(err, locking.ErrLockTimeout):
@@ -653,90 +725,4 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// maxIdempotencyKey is the longest Idempotency-Key, leaving room in an
-// operation key for the handler's prefix.
-const maxIdempotencyKey = 200
-
-// idempotencyKey returns the write option of the request's Idempotency-Key
-// (none without the header), bound to the request: its method, the
-// record's id (nil for a POST, whose id may be the server's) and body. A
-// malformed key is answered 400.
-func (h *Handler[T]) idempotencyKey(w http.ResponseWriter, r *http.Request, id any, body []byte) ([]repository.WriteOption, bool) {
-	vals := r.Header.Values("Idempotency-Key")
-	if len(vals) == 0 {
-		return nil, true
-	}
-	v := strings.TrimSpace(vals[0])
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		v = v[1 : len(v)-1] // a structured-field string
-	}
-	ok := len(vals) == 1 && v != "" && len(v) <= maxIdempotencyKey
-	for i := 0; ok && i < len(v); i++ {
-		ok = v[i] >= 0x20 && v[i] <= 0x7e && v[i] != '"' && v[i] != '\\'
-	}
-	if !ok {
-		problem(w, http.StatusBadRequest, "Idempotency-Key must be one value of 1 to %d printable ASCII characters", maxIdempotencyKey)
-		return nil, false
-	}
-	scope := ""
-	if h.cfg.scope != nil {
-		scope = h.cfg.scope(r)
-	}
-	name := sha256.Sum256([]byte(h.repo.Table() + "\x00" + scope + "\x00" + v))
-	fp := sha256.New()
-	fmt.Fprintf(fp, "%s\n%v\n", r.Method, id)
-	fp.Write(body)
-	key := repository.OpKey("http " + hex.EncodeToString(name[:])).WithFingerprint(hex.EncodeToString(fp.Sum(nil)))
-	return []repository.WriteOption{key}, true
-}
-
-// mutateOpts passes the request's operation key, if any, to Mutate.
-func mutateOpts(key []repository.WriteOption) []repository.MutateOption {
-	var out []repository.MutateOption
-	for _, k := range key {
-		if m, ok := k.(repository.MutateOption); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// replayed answers a request whose precondition no longer holds because it
-// was applied already: a repeat of a keyed PUT or DELETE. It reports whether
-// it answered.
-func (h *Handler[T]) replayed(w http.ResponseWriter, r *http.Request, key []repository.WriteOption, id any) bool {
-	if len(key) == 0 {
-		return false
-	}
-	k := key[0].(repository.OperationKey)
-	op, err := repository.LookupOperation(r.Context(), h.repo.DB(r.Context()), k.Key())
-	if err != nil || op == nil || op.Table != h.repo.Table() {
-		return false
-	}
-	if op.Fingerprint != k.Fingerprint() {
-		problem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used with another request")
-		return true
-	}
-	switch {
-	case r.Method == http.MethodDelete:
-		w.WriteHeader(http.StatusNoContent)
-	case op.Kind == "create":
-		cur, err := h.repo.Get(r.Context(), id)
-		if err != nil {
-			h.fail(w, r, err)
-			return true
-		}
-		w.Header().Set("Location", requestPath(r))
-		h.send(w, http.StatusCreated, cur)
-	default:
-		cur, err := h.repo.Get(r.Context(), id)
-		if err != nil {
-			h.fail(w, r, err)
-			return true
-		}
-		h.send(w, http.StatusOK, cur)
-	}
-	return true
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/gormlock/gormlock/rest"
 )
 
-// server serves the documents of db at /documents/ and the accounts at
-// /accounts/, through a real net/http server.
+// server serves the documents of db at /documents and the accounts at
+// /accounts (each with rest.Mount), through a real net/http server.
 func server(t *testing.T, db *gorm.DB, docOpts []repository.Option, opts ...rest.Option) *client {
 	t.Helper()
 	docs, err := repository.New[models.Document](db, docOpts...)
@@ -36,12 +36,22 @@ func server(t *testing.T, db *gorm.DB, docOpts []repository.Option, opts ...rest
 	ah, err := rest.New(accounts)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.Handle("/documents/", http.StripPrefix("/documents", dh))
-	mux.Handle("/accounts/", http.StripPrefix("/accounts", ah))
-	srv := httptest.NewServer(mux)
+	rest.Mount(mux, "/documents", dh)
+	rest.Mount(mux, "/accounts", ah)
+	return serve(t, mux)
+}
+
+// serve serves h through a real net/http server for the test.
+func serve(t *testing.T, h http.Handler) *client {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &client{t: t, base: srv.URL}
 }
+
+// noRedirects is the tests' HTTP client: it returns a redirect as it is, so
+// a 3xx is seen, never silently followed.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 type client struct {
 	t    *testing.T
@@ -80,9 +90,13 @@ func (c *client) do(method, path, body string, headers ...string) response {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if http.CanonicalHeaderKey(headers[i]) == "Content-Type" {
+			req.Header.Set(headers[i], headers[i+1]) // instead of the default
+			continue
+		}
 		req.Header.Add(headers[i], headers[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := noRedirects.Do(req)
 	require.NoError(c.t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -182,7 +196,9 @@ func TestBadRequests(t *testing.T) {
 			{"bad limit", "GET", "/documents/?limit=x", ``, nil, 400},
 			{"limit too big", "GET", "/documents/?limit=100000", ``, nil, 400},
 			{"negative offset", "GET", "/documents/?offset=-1", ``, nil, 400},
-			{"PATCH record", "PATCH", "/documents/d1", `{}`, nil, 405},
+			{"PATCH record as JSON", "PATCH", "/documents/d1", `{}`, []string{"If-Match", e1}, 415},
+			{"PATCH collection", "PATCH", "/documents/", `{}`, nil, 405},
+			{"TRACE record", "TRACE", "/documents/d1", ``, nil, 405},
 			{"DELETE collection", "DELETE", "/documents/", ``, nil, 405},
 		}
 		for _, tc := range cases {
@@ -346,7 +362,8 @@ func TestList(t *testing.T) {
 	})
 }
 
-// A leased record is 423 Locked with Retry-After, for writes only.
+// A leased record is 423 Locked with Retry-After, for writes (PUT, PATCH,
+// DELETE) only.
 func TestLeasedRecordIsLocked(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c := server(t, db, []repository.Option{repository.WithLeases()})
@@ -362,6 +379,9 @@ func TestLeasedRecordIsLocked(t *testing.T) {
 			r := c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", im)
 			require.Equal(t, http.StatusLocked, r.status, im)
 			r.problem(t)
+			assert.NotEmpty(t, r.header.Get("Retry-After"))
+			r = c.do("PATCH", "/documents/d1", `{"title":"u"}`, "If-Match", im, "Content-Type", "application/merge-patch+json")
+			require.Equal(t, http.StatusLocked, r.status, im)
 			assert.NotEmpty(t, r.header.Get("Retry-After"))
 			r = c.do("DELETE", "/documents/d1", "", "If-Match", im)
 			require.Equal(t, http.StatusLocked, r.status, im)
