@@ -31,16 +31,72 @@
 // jittered retry policy. RunInTx groups several repositories' writes into one
 // transaction carried by the context.
 //
-// Supported databases are SQLite (through gorm.io/driver/sqlite; open it with
-// package opendb for safe concurrent settings) and PostgreSQL (through
-// gorm.io/driver/postgres). New refuses any other dialect with an error
+// Supported databases are SQLite (through gorm.io/driver/sqlite, or the
+// pure-Go github.com/glebarez/sqlite; open it with package opendb for safe
+// concurrent settings) and PostgreSQL (through gorm.io/driver/postgres). New refuses any other dialect with an error
 // matching locking.ErrNotSupported rather than run untested.
 //
 // Update, Delete and Get run their own SQL, built once by New, on the
-// connection (or on the transaction from RunInTx); they do not run GORM's
-// hooks, callbacks or logger. Get fills the entity the way GORM's scan does,
-// and reads a model with an AfterFind hook or a read-only field through
-// GORM. Create and Find go through GORM.
+// connection (or on the transaction from RunInTx, or one the application
+// opened, see WithTx). Get fills the entity the way GORM's scan does, and
+// reads a model with an AfterFind hook or a read-only field through GORM.
+// Create and Find go through GORM.
+//
+// # Models
+//
+// A model is a struct with a primary key of one or several columns (see
+// Key) and an int64 version field: a field named Version (models.Versioned,
+// or models.Versioning beside gorm.Model) or one tagged
+// `gormlock:"version"`. A gorm.DeletedAt field makes deletes soft (see
+// Delete, Restore, IncludeDeleted). Anything New cannot honour is refused
+// with an error that names it and what to do instead.
+//
+// # Hooks
+//
+// GORM runs a model's hooks from its callbacks: BeforeSave, BeforeCreate,
+// AfterCreate and AfterSave around Create, AfterFind after a read. gormlock
+// creates records and (for models with AfterFind) reads them through GORM,
+// so those run as GORM runs them. Update, Delete and the other guarded
+// writes are gormlock's own statements: gormlock runs the update and delete
+// hooks around them itself, with GORM's semantics — BeforeSave,
+// BeforeUpdate, the guarded UPDATE, AfterUpdate, AfterSave; BeforeDelete,
+// the guarded DELETE, AfterDelete — in one transaction (the caller's, or one
+// of its own), so that an error from any hook aborts the write and rolls
+// back whatever the hooks wrote. A Before hook may change the entity's
+// fields, and the write stores the changed values. Hooks receive a
+// *gorm.DB on that transaction, bound to the call's context.
+//
+// # Logging and tracing
+//
+// gormlock sends most of its statements itself, prepared once by New, not
+// through GORM's statement builder (that is what keeps a guarded Update
+// near database/sql's speed). Every statement that reads or writes data is
+// still shown to the application's GORM logger (db.Logger.Trace, as GORM
+// does after each statement) with its SQL, arguments, rows and error. GORM's
+// logger prints the first frame outside gorm.io, which is gormlock's; so the
+// SQL it logs ends with a comment naming the caller outside gormlock:
+//
+//	UPDATE "products" SET ... WHERE "id" = 7 AND "version" = 1795... /* gormlock: orders/handler.go:88 */
+//
+// The comment is only in the log; it is not sent to the database. It is
+// computed only when the logger asks for the SQL (that is, when it logs).
+//
+// When db has GORM plugins registered (db.Use: tracing such as
+// gorm.io/plugin/opentelemetry, metrics, gorm.io/plugin/dbresolver), or
+// the repository is built WithCallbacks, the statements go through GORM's
+// Raw and Row callbacks instead (GORM's processor with the SQL already
+// built), so every callback registered there sees them — a tracing plugin
+// opens its span, and the GORM logger is called by GORM itself. It costs
+// more per statement (see bench/README.md). BEGIN, COMMIT, ROLLBACK,
+// savepoints and SQLite's connection settings (PRAGMA) are not shown,
+// as GORM does not show its own.
+//
+// With gorm.io/plugin/dbresolver, every statement gormlock sends itself is
+// marked as dbresolver's Write operation, and so are its reads through GORM
+// that a write depends on (Get, Mutate's and Upsert's reads, locked reads,
+// lease reads, the stale/not-found check): they run on the primary
+// (source), never on a replica that may not have the latest version yet.
+// Find follows dbresolver's policy (a replica).
 //
 // On SQLite, gormlock's writers in one process queue for the database's
 // write lock at a first-come-first-served gate, and wait for it in Go, so

@@ -14,21 +14,6 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// GORM's hooks and associations.
-//
-// GORM runs a model's hooks from its callbacks: BeforeSave, BeforeCreate,
-// AfterCreate and AfterSave around Create, AfterFind after a read. gormlock
-// creates records and (for models with AfterFind) reads them through GORM,
-// so those run as GORM runs them. Update, Delete and the other guarded
-// writes are gormlock's own statements: gormlock runs the update and delete
-// hooks around them itself, with GORM's semantics — BeforeSave,
-// BeforeUpdate, the guarded UPDATE, AfterUpdate, AfterSave; BeforeDelete,
-// the guarded DELETE, AfterDelete — in one transaction (the caller's, or one
-// of its own), so that an error from any hook aborts the write and rolls
-// back whatever the hooks wrote. A Before hook may change the entity's
-// fields, and the write stores the changed values. Hooks receive a
-// *gorm.DB on that transaction, bound to the call's context.
-
 // hooks says which of the update and delete hooks a model has.
 type hooks struct {
 	beforeSave, beforeUpdate, afterUpdate, afterSave bool

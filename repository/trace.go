@@ -15,38 +15,6 @@ import (
 	"gorm.io/plugin/dbresolver"
 )
 
-// Logging and tracing.
-//
-// gormlock sends most of its statements itself, prepared once by New, not
-// through GORM's statement builder (that is what keeps a guarded Update
-// near database/sql's speed). Every statement that reads or writes data is
-// still shown to the application's GORM logger (db.Logger.Trace, as GORM
-// does after each statement) with its SQL, arguments, rows and error. GORM's
-// logger prints the first frame outside gorm.io, which is gormlock's; so the
-// SQL it logs ends with a comment naming the caller outside gormlock:
-//
-//	UPDATE "products" SET ... WHERE "id" = 7 AND "version" = 1795... /* gormlock: orders/handler.go:88 */
-//
-// The comment is only in the log; it is not sent to the database. It is
-// computed only when the logger asks for the SQL (that is, when it logs).
-//
-// When db has GORM plugins registered (db.Use: tracing such as
-// gorm.io/plugin/opentelemetry, metrics, gorm.io/plugin/dbresolver), or
-// the repository is built WithCallbacks, the statements go through GORM's
-// Raw and Row callbacks instead (GORM's processor with the SQL already
-// built), so every callback registered there sees them — a tracing plugin
-// opens its span, and the GORM logger is called by GORM itself. It costs
-// more per statement (see bench/README.md). BEGIN, COMMIT, ROLLBACK,
-// savepoints and SQLite's connection settings (PRAGMA) are not shown,
-// as GORM does not show its own.
-//
-// With gorm.io/plugin/dbresolver, every statement gormlock sends itself is
-// marked as dbresolver's Write operation, and so are its reads through GORM
-// that a write depends on (Get, Mutate's and Upsert's reads, locked reads,
-// lease reads, the stale/not-found check): they run on the primary
-// (source), never on a replica that may not have the latest version yet.
-// Find follows dbresolver's policy (a replica).
-
 // WithCallbacks makes the repository send its statements through GORM's
 // callbacks (see "Logging and tracing" in the package doc) even when no
 // plugin is registered: for callbacks an application registered itself
