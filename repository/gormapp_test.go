@@ -684,6 +684,22 @@ func TestUnsupportedModelFeaturesNameTheRemedy(t *testing.T) {
 	require.ErrorIs(t, err, locking.ErrNotSupported)
 	require.ErrorContains(t, err, "use gorm.DeletedAt")
 	assert.NotContains(t, err.Error(), "by this database")
+	_, err = repository.New[struct {
+		ID        int64 `gorm:"primaryKey"`
+		Version   int64
+		UpdatedAt int64 `gorm:"autoUpdateTime"`
+	}](db)
+	require.ErrorIs(t, err, locking.ErrNotSupported)
+	require.ErrorContains(t, err, "make the field a time.Time")
+	_, err = repository.New[struct{ Name string }](db)
+	require.ErrorIs(t, err, locking.ErrInvalidArgument)
+	require.ErrorContains(t, err, "primaryKey")
+	_, err = repository.New[struct {
+		gorm.Model
+		Name string
+	}](db)
+	require.ErrorIs(t, err, locking.ErrInvalidArgument)
+	require.ErrorContains(t, err, "models.Versioning")
 }
 
 // VerifySchema checks an application's AutoMigrate'd tables, composite key

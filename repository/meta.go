@@ -115,7 +115,7 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		}
 	}
 	if len(pks) == 0 {
-		return nil, locking.Invalid("repository: %v has no primary key", typ)
+		return nil, locking.Invalid("repository: %v has no primary key: gormlock addresses every record by its key; tag the key field(s) `gorm:\"primaryKey\"` (or embed gorm.Model)", typ)
 	}
 	m.pks, m.pk = pks, pks[0]
 
@@ -146,7 +146,7 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 		}
 	}
 	if m.version == nil {
-		return nil, locking.Invalid("repository: %v has no version field: embed models.Versioned or tag an int64 field `gormlock:\"version\"`", typ)
+		return nil, locking.Invalid("repository: %v has no version field, which gormlock's guarded writes need: embed models.Versioning (beside gorm.Model) or models.Versioned, or tag an int64 field `gormlock:\"version\"`", typ)
 	}
 	if k := m.version.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || m.version.FieldType.Bits() < 64 {
 		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, m.version.Name, m.version.FieldType)
@@ -174,7 +174,7 @@ func buildMeta[T any](db *gorm.DB) (*meta, error) {
 			continue
 		case f.AutoUpdateTime != 0 && m.updatedAt == nil:
 			if !isTimeField(f) {
-				return nil, fmt.Errorf("%w: repository: %v.%s: only time.Time update timestamps are supported", locking.ErrNotSupported, typ, f.Name)
+				return nil, fmt.Errorf("%w: repository: %v.%s: gormlock sets update times itself and handles time.Time (or *time.Time) only, not %v: make the field a time.Time, or tag it `gorm:\"autoUpdateTime:false\"` and set it yourself", locking.ErrNotSupported, typ, f.Name, f.FieldType)
 			}
 			m.updatedAt = f
 			continue
