@@ -33,14 +33,36 @@ var pgKinds = map[string]error{
 // deadlock, serialization failure, SQLITE_BUSY/SQLITE_LOCKED, and PostgreSQL's
 // data exceptions, SQLSTATE class 22, as ErrInvalidArgument); otherwise it
 // returns err unchanged. A nil err gives nil. The driver error stays reachable
-// with errors.As. Classification uses SQLSTATEs and SQLite result codes, never
-// message text. GORM's translated errors (gorm.Config{TranslateError: true})
-// are recognised too: gorm.ErrDuplicatedKey is ErrAlreadyExists.
+// with errors.As. Classification uses SQLSTATEs, SQLite result codes and
+// MySQL/MariaDB error numbers, never message text. GORM's translated errors
+// (gorm.Config{TranslateError: true}) are recognised too:
+// gorm.ErrDuplicatedKey is ErrAlreadyExists.
 //
 // SQLite errors are recognised from github.com/mattn/go-sqlite3 (cgo) and
 // from the pure-Go drivers (modernc.org/sqlite, and its fork
 // github.com/glebarez/go-sqlite behind github.com/glebarez/sqlite) without
 // importing any driver, so gormlock builds without cgo.
+//
+// MySQL and MariaDB errors are recognised from github.com/go-sql-driver/mysql
+// (*mysql.MySQLError, the driver of gorm.io/driver/mysql), by error number,
+// again without importing the driver; the Code of such an error is its
+// number ("1213"):
+//
+//	1062, 1586    ErrAlreadyExists    duplicate key
+//	1205          ErrLocked           lock wait timeout; MariaDB's NOWAIT and WAIT n
+//	3572          ErrLocked           MySQL 8's NOWAIT
+//	1213          ErrDeadlock         deadlock; Galera's certification failure and
+//	                                  brute-force abort: retry the whole transaction
+//	1020          ErrSerialization    MariaDB's innodb_snapshot_isolation conflict
+//	1969, 3024    ErrLockTimeout      the statement's own time limit (max_statement_time,
+//	                                  MAX_EXECUTION_TIME) ran out: killed, not applied
+//	1235          ErrNotSupported     the server does not support it
+//	1406, 1366    ErrInvalidArgument  value too long for its column, incorrect value
+//	                                  (invalid UTF-8); so is every SQLSTATE of class 22
+//
+// Like their PostgreSQL counterparts, NOT NULL (1048), foreign key (1451,
+// 1452) and CHECK (4025 on MariaDB, 3819 on MySQL) violations pass through
+// unchanged.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -59,6 +81,12 @@ func Classify(err error) error {
 			// Class 22, data exception: the value itself is unacceptable
 			// (a NUL byte in text, a number out of range). Bad input.
 			return &DatabaseError{Kind: ErrInvalidArgument, Code: code, Err: err}
+		}
+		return err
+	}
+	if my, ok := asMySQLError(err); ok {
+		if kind := my.kind(); kind != nil {
+			return &DatabaseError{Kind: kind, Code: my.code(), Err: err}
 		}
 		return err
 	}
@@ -85,8 +113,10 @@ func IsRetryable(err error) bool {
 	return errors.Is(err, ErrStaleData) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrSerialization)
 }
 
-// Code returns the database code (SQLSTATE or SQLite extended result code)
-// carried by err, or "" when err has none. It is meant for logs and metrics.
+// Code returns the database code carried by err — a SQLSTATE ("23505"), a
+// SQLite extended result code ("SQLITE_BUSY", or "SQLITE_1299" for one
+// without a name here), or a MySQL/MariaDB error number ("1213") — or ""
+// when err has none. It is meant for logs and metrics.
 func Code(err error) string {
 	var de *DatabaseError
 	if errors.As(err, &de) {
@@ -95,6 +125,9 @@ func Code(err error) string {
 	var st sqlStater
 	if errors.As(err, &st) {
 		return st.SQLState()
+	}
+	if my, ok := asMySQLError(err); ok {
+		return my.code()
 	}
 	if ext, ok := sqliteCode(err); ok {
 		if _, name := sqliteKind(ext); name != "" {
@@ -115,26 +148,31 @@ func Invalid(format string, args ...any) error {
 // three:
 //
 //   - not committed, and the error says why: an error the database itself
-//     reported (a SQLSTATE or a SQLite result code, except the ones below),
-//     pgx's ErrTxCommitRollback (the server answered COMMIT with ROLLBACK
-//     because a statement had failed), sql.ErrTxDone and sql.ErrConnDone.
-//     These are classified like any other error.
+//     reported (a SQLSTATE, a SQLite result code or a MySQL/MariaDB error
+//     number, except the ones below), pgx's ErrTxCommitRollback (the server
+//     answered COMMIT with ROLLBACK because a statement had failed),
+//     sql.ErrTxDone and sql.ErrConnDone. These are classified like any
+//     other error. A Galera cluster's certification failure at COMMIT
+//     (1213) is one: the transaction was rolled back.
 //   - unknown: the COMMIT may have been sent, but the answer never came —
-//     the connection broke, the context ended while waiting, the server
+//     the connection broke (io.ErrUnexpectedEOF, go-sql-driver/mysql's
+//     ErrInvalidConn), the context ended while waiting, the server
 //     reported losing the connection or shutting down (SQLSTATE classes 08,
-//     57P01/57P02, 58, XX). The result matches ErrCommitUnknown as well as
-//     the cause (so a context error is still matched with errors.Is), and
-//     must not be retried blindly. A driver's own "not sent" mark
-//     (driver.ErrBadConn, pgconn's SafeToRetry) is not trusted here: pgx
-//     sends COMMIT with the simple protocol and reports a connection cut
-//     after sending it as safe to retry.
+//     57P01/57P02, 58, XX; MySQL/MariaDB 1053, 1927, class 08) or failing
+//     during the commit (1180), or the COMMIT was killed (1317, 1969, 3024:
+//     the kill may land after the commit was made). The result matches
+//     ErrCommitUnknown as well as the cause (so a context error is still
+//     matched with errors.Is), and must not be retried blindly. A driver's
+//     own "not sent" mark (driver.ErrBadConn, pgconn's SafeToRetry) is not
+//     trusted here: pgx sends COMMIT with the simple protocol and reports a
+//     connection cut after sending it as safe to retry.
 //
 // A nil err gives nil.
 func ClassifyCommit(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case reported(err):
+	case reported(err, true):
 		return Classify(err)
 	}
 	return Unknown(err)
@@ -144,27 +182,33 @@ func ClassifyCommit(err error) error {
 // sent outside a transaction, which commits by itself. It is ClassifyCommit,
 // except that an error raised before the statement was sent
 // (driver.ErrBadConn, pgconn's SafeToRetry: see NotSent) is definite too:
-// the statement did not run.
+// the statement did not run; and so is a MySQL/MariaDB statement killed
+// while it ran (1317, 1969, 3024): the server checks for the kill before it
+// commits the statement, and rolls it back.
 func ClassifyWrite(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case reported(err), NotSent(err):
+	case reported(err, false), NotSent(err):
 		return Classify(err)
 	}
 	return Unknown(err)
 }
 
-// reported reports whether err, returned by a statement that commits, says
-// for certain that the statement did not take effect because the database
-// reported an error or the transaction was already over.
-func reported(err error) bool {
+// reported reports whether err, returned by a statement that commits (a
+// COMMIT when commit is set), says for certain that the statement did not
+// take effect because the database reported an error or the transaction
+// was already over.
+func reported(err error, commit bool) bool {
 	if errors.Is(err, ErrCommitUnknown) {
 		return false
 	}
 	var st sqlStater
 	if errors.As(err, &st) {
 		return !uncertainSQLState(st.SQLState())
+	}
+	if my, ok := asMySQLError(err); ok {
+		return !my.uncertain(commit)
 	}
 	if _, ok := sqliteCode(err); ok {
 		// SQLite runs in the process: a statement that returned an error
@@ -181,7 +225,8 @@ func reported(err error) bool {
 // NotSent reports whether err was raised before a statement with
 // parameters reached the database, so the statement certainly did not run:
 // driver.ErrBadConn (database/sql's contract: a driver returns it only when
-// the server cannot have performed the operation), sql.ErrConnDone, and
+// the server cannot have performed the operation; go-sql-driver/mysql
+// returns it only when not a byte of the command was written), sql.ErrConnDone, and
 // errors that say so themselves (pgconn's SafeToRetry, reliable for pgx's
 // extended protocol, which every statement with parameters uses).
 func NotSent(err error) bool {

@@ -7,5 +7,6 @@
 // and with errors.As against the typed errors (*StaleDataError,
 // *NotFoundError, *DatabaseError, *RetryExhaustedError). Driver errors are
 // always kept as the cause, so errors.As(err, &pgErr) on a
-// *pgconn.PgError, or on a sqlite3.Error, keeps working.
+// *pgconn.PgError, a sqlite3.Error or a *mysql.MySQLError
+// (github.com/go-sql-driver/mysql) keeps working.
 package locking

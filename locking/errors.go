@@ -27,7 +27,7 @@ var (
 	// ErrLocked means the record, or the database's write lock, is held by
 	// someone else and the operation did not get it: it chose not to wait
 	// (NOWAIT), or the driver's wait ran out (SQLITE_BUSY after the busy
-	// timeout, PostgreSQL 55P03).
+	// timeout, PostgreSQL 55P03, MySQL/MariaDB 1205 and MySQL 8's 3572).
 	ErrLocked = errors.New("gormlock: locked")
 
 	// ErrLeaseExpired means a lease is no longer held by the caller: its
@@ -38,11 +38,18 @@ var (
 
 	// ErrLockTimeout means waiting for a lock took longer than the timeout
 	// the operation itself set. Only operations that take a lock timeout
-	// option return it; a driver-level wait that runs out is ErrLocked.
+	// option return it; a driver-level wait that runs out is ErrLocked. So
+	// does a MySQL or MariaDB statement whose own time limit ran out
+	// (MariaDB's max_statement_time, 1969; MySQL's MAX_EXECUTION_TIME,
+	// 3024): the server killed it before it committed.
 	ErrLockTimeout = errors.New("gormlock: lock timeout")
 
 	// ErrDeadlock means the database aborted the transaction to break a
-	// deadlock; the whole transaction may be retried.
+	// deadlock; the whole transaction may be retried. A Galera cluster
+	// reports a transaction that lost certification to a write on another
+	// node the same way (1213). On MySQL and MariaDB the transaction is
+	// over when it is returned: a statement sent after it on the same
+	// connection runs outside any transaction and commits by itself.
 	ErrDeadlock = errors.New("gormlock: deadlock detected")
 
 	// ErrSerialization means the database could not serialize the transaction
