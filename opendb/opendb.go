@@ -17,6 +17,14 @@
 //
 // PostgreSQL is the production database; Postgres opens it through pgx, in
 // Go: a Postgres-only program builds with CGO_ENABLED=0.
+//
+// MySQL and MariaDB open with MySQL, through gorm.io/driver/mysql and
+// go-sql-driver/mysql, in Go too. MySQLDSN adds to the DSN what gormlock
+// needs of every connection: clientFoundRows (an UPDATE that rewrites the
+// values a record has reports its row, instead of reading as stale), times
+// read as time.Time in UTC in a UTC session, utf8mb4, and a strict
+// sql_mode; MySQL also keeps GORM's times to the microsecond
+// (MySQLDatetimePrecision).
 package opendb
 
 import (
@@ -116,12 +124,16 @@ func Postgres(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 
 // Open chooses the database from dsn: a postgres:// or postgresql:// URL, or
 // libpq key=value pairs starting with host=, dbname= or user=, open
-// PostgreSQL; "sqlite:PATH" or a plain file path opens SQLite with SQLite
-// (so it needs cgo; see PureGoSQLite).
+// PostgreSQL; a mysql:// or mariadb:// DSN, or one in go-sql-driver/mysql's
+// form with a network and address (user:password@tcp(host:3306)/dbname),
+// opens MySQL or MariaDB with MySQL; "sqlite:PATH" or a plain file path
+// opens SQLite with SQLite (so it needs cgo; see PureGoSQLite).
 func Open(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), isKeyValueDSN(dsn):
 		return Postgres(dsn, opts...)
+	case isMySQLDSN(dsn):
+		return MySQL(dsn, opts...)
 	default:
 		return SQLite(strings.TrimPrefix(dsn, "sqlite:"), opts...)
 	}
