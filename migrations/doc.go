@@ -5,9 +5,18 @@
 // never create or change them.
 //
 // The migrations are versioned SQL, one folder per supported dialect
-// (sqlite/, postgres/), embedded in the binary and applied with
-// pressly/goose. Version 1 creates gormlock_leases, version 2
+// (sqlite/, postgres/, and mysql/ for MySQL and MariaDB, which
+// gorm.io/driver/mysql both names "mysql"), embedded in the binary and
+// applied with pressly/goose. Version 1 creates gormlock_leases, version 2
 // gormlock_operations.
+//
+// On MySQL and MariaDB the tables are InnoDB, with a primary key each (as
+// Galera needs), and their text columns are VARBINARY: keys compare byte for
+// byte, where utf8mb4's collations would ignore trailing spaces or case.
+// Their lengths fit InnoDB's 3072-byte key limit: a table name of up to 512
+// bytes, a record key of up to 2560, an operation key of up to 255
+// (repository.MaxOperationKeyLen), a lease owner of up to 1024; see the
+// migrations' comments.
 //
 //	if err := migrations.Up(ctx, db); err != nil { ... }
 //

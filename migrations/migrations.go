@@ -18,16 +18,19 @@ import (
 // gormlock's never skip each other.
 const VersionTable = "gormlock_schema_version"
 
-//go:embed sqlite/*.sql postgres/*.sql
+//go:embed sqlite/*.sql postgres/*.sql mysql/*.sql
 var files embed.FS
 
+// dialects maps gorm's Dialector.Name to goose's dialect. "mysql" is the
+// name of gorm.io/driver/mysql's dialector, for MySQL and MariaDB alike.
 var dialects = map[string]goose.Dialect{
 	"sqlite":   goose.DialectSQLite3,
 	"postgres": goose.DialectPostgres,
+	"mysql":    goose.DialectMySQL,
 }
 
-// FS returns the goose migration files of a dialect ("sqlite" or
-// "postgres", as gorm's Dialector.Name reports it): 00001_leases.sql and
+// FS returns the goose migration files of a dialect ("sqlite", "postgres" or
+// "mysql", as gorm's Dialector.Name reports it): 00001_leases.sql and
 // 00002_operations.sql, each with a "-- +goose Up" and a "-- +goose Down"
 // section. Another dialect is an error matching locking.ErrNotSupported.
 func FS(dialect string) (fs.FS, error) {

@@ -21,14 +21,16 @@ type Script struct {
 }
 
 // UpStatements returns the statements of Up without their comments, one
-// per element and without the semicolon, for db.Exec one at a time.
+// per element and without the semicolon, for db.Exec one at a time. On MySQL
+// and MariaDB, run them so: go-sql-driver/mysql sends Up as a whole only
+// with multiStatements=true.
 func (s Script) UpStatements() []string { return splitStatements(s.Up) }
 
 // DownStatements returns the statements of Down as UpStatements does.
 func (s Script) DownStatements() []string { return splitStatements(s.Down) }
 
-// Scripts returns gormlock's migrations for a dialect ("sqlite" or
-// "postgres"), oldest first: the SQL of the files FS returns, without goose's
+// Scripts returns gormlock's migrations for a dialect ("sqlite", "postgres"
+// or "mysql"), oldest first: the SQL of the files FS returns, without goose's
 // annotations. Another dialect is an error matching
 // locking.ErrNotSupported.
 func Scripts(dialect string) ([]Script, error) {

@@ -10,12 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/migrations"
 )
 
 func TestScripts(t *testing.T) {
-	for _, dialect := range []string{"sqlite", "postgres"} {
+	for _, dialect := range []string{"sqlite", "postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			scripts, err := migrations.Scripts(dialect)
 			require.NoError(t, err)
@@ -62,11 +61,30 @@ type column struct {
 }
 
 // describeTable returns table's columns and indexes, from SQLite's pragmas
-// or PostgreSQL's catalog, which report what the database holds whatever
-// text created it.
+// or PostgreSQL's or MySQL's catalog, which report what the database holds
+// whatever text created it.
 func describeTable(t *testing.T, db *gorm.DB, table string) (cols []column, indexes []string) {
 	t.Helper()
 	switch db.Dialector.Name() {
+	case "mysql":
+		require.NoError(t, db.Raw(`SELECT column_name AS name, column_type AS type, COALESCE(column_default, '') AS `+"`default`"+`,
+			is_nullable = 'NO' AS not_null,
+			COALESCE((SELECT k.ordinal_position FROM information_schema.key_column_usage k
+				WHERE k.table_schema = c.table_schema AND k.table_name = c.table_name
+				AND k.constraint_name = 'PRIMARY' AND k.column_name = c.column_name), 0) AS pk
+			FROM information_schema.columns c WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position`, table).Scan(&cols).Error)
+		require.NoError(t, db.Raw(`SELECT CONCAT(index_name, ' ', non_unique, ' ', GROUP_CONCAT(column_name ORDER BY seq_in_index))
+			FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ?
+			GROUP BY index_name, non_unique ORDER BY index_name`, table).Scan(&indexes).Error)
+		var checks []string
+		require.NoError(t, db.Raw(`SELECT CONCAT(cc.constraint_name, ' ', cc.check_clause)
+			FROM information_schema.check_constraints cc JOIN information_schema.table_constraints tc
+			ON tc.constraint_schema = cc.constraint_schema AND tc.constraint_name = cc.constraint_name
+			WHERE tc.table_schema = DATABASE() AND tc.table_name = ? AND tc.constraint_type = 'CHECK' ORDER BY 1`, table).Scan(&checks).Error)
+		var options []string
+		require.NoError(t, db.Raw(`SELECT CONCAT(engine, ' ', row_format, ' ', table_collation) FROM information_schema.tables
+			WHERE table_schema = DATABASE() AND table_name = ?`, table).Scan(&options).Error)
+		indexes = append(append(indexes, checks...), options...)
 	case "sqlite":
 		require.NoError(t, db.Raw(`SELECT name, type, COALESCE(dflt_value, '') AS "default", "notnull" AS not_null, pk
 			FROM pragma_table_info(?) ORDER BY cid`, table).Scan(&cols).Error)
@@ -104,10 +122,10 @@ func currentSchema(t *testing.T, db *gorm.DB) string {
 // The SQL for other tools, run statement by statement on an empty
 // database, gives the tables Up gives, and its Down removes them.
 func TestScriptsGiveTheTablesUpGives(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			open := map[string]func(testing.TB) *gorm.DB{"sqlite": testdb.SQLite, "postgres": testdb.Postgres}[dialect]
-			byUp, byHand := open(t), open(t)
+	for _, e := range empties {
+		t.Run(e.name, func(t *testing.T) {
+			byUp, byHand := e.open(t), e.open(t)
+			dialect := byUp.Dialector.Name()
 			require.NoError(t, migrations.Up(context.Background(), byUp))
 			scripts, err := migrations.Scripts(dialect)
 			require.NoError(t, err)

@@ -5,14 +5,21 @@ package dialect
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gormlock/gormlock/locking"
 )
 
-// Names of the supported databases, as gorm.Dialector.Name reports them.
+// Names of the supported databases. The first three are what
+// gorm.Dialector.Name reports (MySQL is "mysql" for MySQL and MariaDB
+// alike); MariaDB and Galera are told apart from MySQL by asking the server
+// (see Flavor).
 const (
 	SQLite   = "sqlite"
 	Postgres = "postgres"
+	MySQL    = "mysql"
+	MariaDB  = "mariadb"
+	Galera   = "galera"
 )
 
 // Feature is one locking feature a caller can ask for.
@@ -66,6 +73,12 @@ const (
 	// (and so is at least as strong as the row lock). NoWait and
 	// LockTimeout then bound the wait for that write lock.
 	WriteLock
+	// NodeLocal: the database's own SQL, but the lock is held on one node
+	// of a multi-primary cluster (Galera) only: writers on other nodes are
+	// not kept out. They are still caught: the cluster refuses the
+	// conflicting transaction at COMMIT (error 1213, ErrDeadlock), and the
+	// retry helpers retry it.
+	NodeLocal
 )
 
 // Support is how one database provides one feature, and why when it does
@@ -92,13 +105,28 @@ type Caps struct {
 	// NextVersion is an SQL expression for the version a write gives a
 	// record, from one parameter, the least it may be (the previous
 	// version + 1): the database's clock in microseconds, or that floor
-	// when larger. The write reads it back with RETURNING. Reading the
+	// when larger. The write reads it back as VersionBack says. Reading the
 	// clock when the statement runs, on one clock for every writer, is
 	// what keeps a record created again after a delete above every
 	// version the earlier record had, however late the statement ran. ""
 	// where the writer computes the version itself (SQLite: in the
 	// process that holds the database's one write lock).
 	NextVersion string
+	// VersionBack is how a write reads back the version NextVersion gave:
+	// RETURNING (PostgreSQL), or the LAST_INSERT_ID(expr) the statement set,
+	// which the server sends in its answer (MySQL: no UPDATE ... RETURNING).
+	VersionBack VersionBack
+	// StatementTimeout is a prefix that bounds one statement's run time,
+	// the wait for locks included, to a number of seconds written right
+	// after it (then " FOR " and the statement): MariaDB's SET STATEMENT
+	// max_statement_time. The statement is killed on the server when the
+	// time is up (not applied). "" where the database has none.
+	StatementTimeout string
+	// KeyText is an SQL expression for a one-column primary key as text
+	// (the key in place of its ?), as lease rows name records.
+	KeyText string
+	// ShareClause is the locking clause of a shared row lock.
+	ShareClause string
 	// SingleWriter means the database lets one connection write at a
 	// time (SQLite): gormlock's writes queue for it in the process and
 	// wait for it in Go, where the context can end the wait.
@@ -112,6 +140,20 @@ type Caps struct {
 	features         map[Feature]Support
 }
 
+// VersionBack is how a write reads the version it gave back.
+type VersionBack int
+
+// The ways to read a version back.
+const (
+	// ComputedInGo: the writer computed it (SQLite).
+	ComputedInGo VersionBack = iota
+	// Returning: UPDATE ... RETURNING version.
+	Returning
+	// LastInsertID: the statement set LAST_INSERT_ID(version); the
+	// server's answer carries it.
+	LastInsertID
+)
+
 // table is the capability table. README.md ("Pessimistic locking") shows
 // the same table to users; TestREADMEMatchesTable keeps the two in step.
 var table = map[string]Caps{
@@ -121,7 +163,10 @@ var table = map[string]Caps{
 		// is_local ends it with the statement's own transaction.
 		SelfLockTimeout:  "(SELECT set_config('lock_timeout', ?, true)) IS NOT NULL",
 		NextVersion:      "GREATEST(?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)",
+		VersionBack:      Returning,
+		KeyText:          "CAST(? AS TEXT)",
 		CompositeKeyText: "CAST(json_build_array(?) AS TEXT)",
+		ShareClause:      "FOR SHARE",
 		features: map[Feature]Support{
 			RowLock:     {How: Native},
 			SharedLock:  {How: Native},
@@ -129,24 +174,102 @@ var table = map[string]Caps{
 			LockTimeout: {How: Native},
 			SkipLocked:  {How: Native},
 		}},
-	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", SingleWriter: true, CompositeKeyText: "json_array(?)", features: map[Feature]Support{
-		RowLock:     {How: WriteLock},
-		SharedLock:  {How: Unsupported, Why: "SQLite has no row locks; a shared lock cannot keep writers out without also excluding the other shared lockers"},
-		NoWait:      {How: WriteLock},
-		LockTimeout: {How: WriteLock},
-		SkipLocked:  {How: Unsupported, Why: "SQLite has no row locks, so there are no locked rows to skip; its write lock lets one worker at a time claim rows"},
-	}},
+	SQLite: {Name: SQLite, NowMillis: "CAST(unixepoch('subsec') * 1000 AS INTEGER)", SingleWriter: true,
+		KeyText: "CAST(? AS TEXT)", CompositeKeyText: "json_array(?)", ShareClause: "FOR SHARE", features: map[Feature]Support{
+			RowLock:     {How: WriteLock},
+			SharedLock:  {How: Unsupported, Why: "SQLite has no row locks; a shared lock cannot keep writers out without also excluding the other shared lockers"},
+			NoWait:      {How: WriteLock},
+			LockTimeout: {How: WriteLock},
+			SkipLocked:  {How: Unsupported, Why: "SQLite has no row locks, so there are no locked rows to skip; its write lock lets one worker at a time claim rows"},
+		}},
+	// MariaDB (10.6 or later; tested on 10.11). SYSDATE, unlike NOW, is
+	// read when the expression is evaluated, after any lock wait.
+	MariaDB: mysqlCaps(MariaDB, map[Feature]Support{
+		RowLock:     {How: Native},
+		SharedLock:  {How: Native},
+		NoWait:      {How: Native},
+		LockTimeout: {How: Native},
+		SkipLocked:  {How: Native},
+	}),
+	// MySQL 8. Not tested by gormlock's suite (README, "Dialect notes").
+	MySQL: func() Caps {
+		c := mysqlCaps(MySQL, map[Feature]Support{
+			RowLock:     {How: Native},
+			SharedLock:  {How: Native},
+			NoWait:      {How: Native},
+			LockTimeout: {How: Unsupported, Why: "MySQL bounds a lock wait in whole seconds only (innodb_lock_wait_timeout); use NoWait, or MariaDB, whose max_statement_time takes fractions"},
+			SkipLocked:  {How: Native},
+		})
+		c.StatementTimeout = "" // MySQL has no SET STATEMENT
+		c.ShareClause = "FOR SHARE"
+		return c
+	}(),
+	// A MariaDB Galera cluster: every node takes writes, and row locks are
+	// held on the node that took them only.
+	Galera: mysqlCaps(Galera, map[Feature]Support{
+		RowLock:     {How: NodeLocal},
+		SharedLock:  {How: NodeLocal},
+		NoWait:      {How: NodeLocal},
+		LockTimeout: {How: NodeLocal},
+		SkipLocked:  {How: Unsupported, Why: "Galera's row locks are held on one node only, so two nodes can claim the same row: SKIP LOCKED cannot share work out across the cluster; use leases (GetAndLock), which the cluster orders"},
+	}),
 }
 
-// Lookup returns the capabilities of the database named name and whether
-// gormlock supports it.
+// mysqlCaps are the capabilities MySQL, MariaDB and Galera share.
+func mysqlCaps(name string, features map[Feature]Support) Caps {
+	return Caps{
+		Name:             name,
+		NowMillis:        "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)",
+		NextVersion:      "LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)))",
+		VersionBack:      LastInsertID,
+		StatementTimeout: "SET STATEMENT max_statement_time=",
+		HashComments:     true,
+		// The lease table's key columns are VARBINARY (a binary
+		// collation would still ignore trailing spaces): the key's text is
+		// compared as its UTF-8 bytes, which also lets the comparison use
+		// the table's primary key instead of scanning (and locking) every
+		// row of it.
+		KeyText:          "CAST(CAST(? AS CHAR CHARACTER SET utf8mb4) AS BINARY)",
+		CompositeKeyText: "CAST(CONVERT(JSON_ARRAY(?) USING utf8mb4) AS BINARY)",
+		ShareClause:      "LOCK IN SHARE MODE",
+		features:         features,
+	}
+}
+
+// Lookup returns the capabilities of the database named name (a name
+// gorm.Dialector.Name reports, or one of MariaDB and Galera) and whether
+// gormlock supports it. For "mysql" the caller should ask the server which
+// it is (Flavor); until then MySQL's capabilities are the answer.
 func Lookup(name string) (Caps, bool) {
 	c, ok := table[name]
 	return c, ok
 }
 
+// Flavor returns the capabilities of a server the "mysql" dialector talks
+// to, from what it says of itself: its VERSION() and its wsrep_on variable
+// ("" when it has none).
+func Flavor(version, wsrepOn string) Caps {
+	switch {
+	case strings.EqualFold(wsrepOn, "ON"):
+		return table[Galera]
+	case strings.Contains(strings.ToLower(version), "mariadb"):
+		return table[MariaDB]
+	}
+	return table[MySQL]
+}
+
 // Names returns the supported databases' names, sorted.
-func Names() []string { return []string{Postgres, SQLite} }
+func Names() []string { return []string{Galera, MariaDB, MySQL, Postgres, SQLite} }
+
+// Dialector reports whether name is the gorm.Dialector name the
+// capabilities of this database are looked up by.
+func (c Caps) Dialector() string {
+	switch c.Name {
+	case MariaDB, Galera:
+		return MySQL
+	}
+	return c.Name
+}
 
 // How returns how the database provides f.
 func (c Caps) How(f Feature) How { return c.features[f].How }
@@ -155,8 +278,8 @@ func (c Caps) How(f Feature) How { return c.features[f].How }
 // matching locking.ErrNotSupported that names the feature, the database and
 // the reason.
 func (c Caps) Check(f Feature) error {
-	s := c.features[f]
-	if s.How != Unsupported {
+	s, ok := c.features[f]
+	if ok && s.How != Unsupported {
 		return nil
 	}
 	return fmt.Errorf("%w: %s on %s: %s", locking.ErrNotSupported, f, c.Name, s.Why)

@@ -5,8 +5,9 @@
 //
 // The examples' migrations create the example models' tables (version 1:
 // accounts and documents; version 2: jobs), one folder per dialect under
-// migrations/, and are recorded in VersionTable, apart from gormlock's
-// (package migrations) and from an application's goose_db_version.
+// migrations/ (sqlite, postgres, and mysql for MySQL and MariaDB), and are
+// recorded in VersionTable, apart from gormlock's (package migrations) and
+// from an application's goose_db_version.
 package exampledb
 
 import (
@@ -33,17 +34,20 @@ import (
 // VersionTable is the goose version table of the examples' migrations.
 const VersionTable = "gormlock_examples_version"
 
-//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql migrations/mysql/*.sql
 var files embed.FS
 
+// dialects maps gorm's Dialector.Name to goose's dialect; "mysql" is
+// gorm.io/driver/mysql's, for MySQL and MariaDB.
 var dialects = map[string]goose.Dialect{
 	"sqlite":   goose.DialectSQLite3,
 	"postgres": goose.DialectPostgres,
+	"mysql":    goose.DialectMySQL,
 }
 
 // Provider returns a goose provider of the examples' migrations for db's
-// dialect, recording them in VersionTable. Another dialect than sqlite and
-// postgres is an error matching locking.ErrNotSupported.
+// dialect, recording them in VersionTable. Another dialect than sqlite,
+// postgres and mysql is an error matching locking.ErrNotSupported.
 func Provider(db *gorm.DB) (*goose.Provider, error) {
 	if db == nil {
 		return nil, locking.Invalid("exampledb: db is nil")
@@ -161,7 +165,9 @@ func Down(ctx context.Context, db *gorm.DB) error {
 }
 
 // Open opens the database dsn names (what opendb.Open accepts: a
-// postgres:// URL, "sqlite:PATH" or a SQLite file path) or, when dsn is
+// postgres:// URL, a MySQL or MariaDB DSN such as
+// root@tcp(127.0.0.1:3306)/test or mysql://..., "sqlite:PATH" or a SQLite
+// file path) or, when dsn is
 // empty, the SQLite file name.db in a new temporary directory, and applies
 // gormlock's and the examples' migrations (Migrate). closeDB closes the database and removes the temporary
 // directory.
@@ -188,7 +194,8 @@ func Open(ctx context.Context, dsn, name string) (db *gorm.DB, closeDB func() er
 
 // WithSearchPath returns dsn, a PostgreSQL URL or key=value DSN, with its
 // search_path set to schema, so a connection opened with it creates and
-// finds tables in that schema.
+// finds tables in that schema. It is PostgreSQL's; a MySQL DSN names its
+// database itself.
 func WithSearchPath(dsn, schema string) string { return WithParam(dsn, "search_path", schema) }
 
 // WithParam returns dsn, a PostgreSQL URL or key=value DSN, with the
