@@ -1,12 +1,14 @@
 // Package testdb gives tests real, isolated databases: a fresh SQLite file
-// per test, and a fresh PostgreSQL schema per test when a server is
-// configured.
+// per test, a fresh PostgreSQL schema per test and a fresh MariaDB (or
+// MySQL) database per test when a server is configured.
 //
 // Set GORMLOCK_POSTGRES_DSN (for example
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the
-// PostgreSQL half of the tests. Without it they are skipped with a message
-// naming the variable, unless CI=true, where a missing or unreachable server
-// fails the test instead.
+// PostgreSQL half of the tests, and GORMLOCK_MARIADB_DSN (for example
+// root@tcp(127.0.0.1:3306)/test?parseTime=true, a user allowed to create and
+// drop databases) to run the MariaDB half. Without a variable those tests
+// are skipped with a message naming it, unless CI=true, where a missing or
+// unreachable server fails the test instead.
 package testdb
 
 import (
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/exampledb"
@@ -28,8 +31,12 @@ import (
 // PostgresEnv is the environment variable holding the PostgreSQL DSN.
 const PostgresEnv = "GORMLOCK_POSTGRES_DSN"
 
+// MariaDBEnv is the environment variable holding the MariaDB (or MySQL)
+// DSN, in go-sql-driver/mysql's form.
+const MariaDBEnv = "GORMLOCK_MARIADB_DSN"
+
 // Dialects lists the databases Each runs on, in order.
-var Dialects = []string{"sqlite", "postgres"}
+var Dialects = []string{"sqlite", "postgres", "mariadb"}
 
 // Each runs fn as a subtest on every database, each with a freshly migrated
 // database of its own.
@@ -53,6 +60,8 @@ func Open(t testing.TB, dialect string) *gorm.DB {
 		db = SQLite(t)
 	case "postgres":
 		db = Postgres(t)
+	case "mariadb":
+		db = MariaDB(t)
 	default:
 		t.Fatalf("testdb: unknown dialect %q", dialect)
 	}
@@ -143,6 +152,83 @@ func PostgresSchema(t testing.TB) string {
 		_ = opendb.Close(admin)
 	})
 	return exampledb.WithSearchPath(dsn, schema)
+}
+
+// MariaDBDSN returns the configured MariaDB DSN, skipping the test when
+// none is set (failing it under CI=true).
+func MariaDBDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(MariaDBEnv)
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("testdb: CI=true but %s is not set; CI must test MariaDB", MariaDBEnv)
+		}
+		t.Skipf("MariaDB tests skipped: set %s='root@tcp(127.0.0.1:3306)/test?parseTime=true' to run them", MariaDBEnv)
+	}
+	return dsn
+}
+
+// MariaDB returns a connection, opened with opendb.MySQL, to a new, empty
+// database on the configured MariaDB server; the database is dropped when
+// the test ends.
+func MariaDB(t testing.TB) *gorm.DB {
+	t.Helper()
+	db, err := opendb.MySQL(MariaDBDatabase(t))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	sqlDB, _ := db.DB()
+	sqlDB.SetMaxOpenConns(40)
+	t.Cleanup(func() { _ = opendb.Close(db) })
+	return db
+}
+
+// MariaDBDatabase creates a new, empty database (gl_test_ and random hex)
+// on the configured MariaDB server and returns the configured DSN with that
+// database in place of its own, for code that opens its own connection
+// (with opendb.MySQL or opendb.Open, which add gormlock's settings). The
+// database is dropped when the test ends, after the cleanups registered
+// later (closing that code's connections) ran.
+func MariaDBDatabase(t testing.TB) string {
+	t.Helper()
+	dsn := MariaDBDSN(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("testdb: %s is not a go-sql-driver/mysql DSN: %v", MariaDBEnv, err)
+	}
+	// The DROP below waits for the metadata locks of a transaction a test
+	// left open; lock_wait_timeout bounds that wait (the server's default
+	// is a day).
+	admin, err := opendb.MySQL(withMySQLParam(cfg, "lock_wait_timeout", "30"))
+	if err != nil {
+		t.Fatalf("testdb: cannot reach MariaDB at %s: %v", MariaDBEnv, err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "gl_test_" + hex.EncodeToString(b)
+	if err := admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4").Error; err != nil {
+		_ = opendb.Close(admin)
+		t.Fatalf("testdb: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := admin.Exec("DROP DATABASE " + name).Error; err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+		_ = opendb.Close(admin)
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// withMySQLParam returns the DSN of a copy of cfg with the session variable
+// key set to value.
+func withMySQLParam(cfg *mysql.Config, key, value string) string {
+	c := cfg.Clone()
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	c.Params[key] = value
+	return c.FormatDSN()
 }
 
 // Ctx returns a context that bounds a test's database work to a minute, so a
