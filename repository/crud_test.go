@@ -57,7 +57,7 @@ func TestCreateDuplicateKeepsCause(t *testing.T) {
 		var dbErr *locking.DatabaseError
 		require.ErrorAs(t, err, &dbErr)
 		require.NotNil(t, dbErr.Err, "driver error kept")
-		require.Contains(t, []string{"23505", "SQLITE_CONSTRAINT_PRIMARYKEY"}, dbErr.Code)
+		require.Contains(t, []string{"23505", "SQLITE_CONSTRAINT_PRIMARYKEY", "1062"}, dbErr.Code)
 		require.ErrorContains(t, err, "id=dup")
 		// The failed create leaves the entity as it was.
 		require.EqualValues(t, 0, second.Version)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -34,8 +34,10 @@ import (
 type stmt struct {
 	text string
 	// bounded is text with one more parameter, last: the lock_timeout the
-	// statement sets for itself (PostgreSQL), or "" where the dialect
-	// bounds waits otherwise.
+	// statement sets for itself (PostgreSQL); text itself where the
+	// dialect bounds a statement with a prefix (MariaDB's SET STATEMENT
+	// max_statement_time, see dialect.Caps.StatementTimeout); "" where
+	// the dialect bounds waits otherwise (SQLite) or cannot (MySQL).
 	bounded string
 }
 
@@ -54,7 +56,8 @@ type store struct {
 }
 
 // storeOf returns the store of db, or an error for a database gormlock does
-// not support.
+// not support. For MySQL it asks the server, once per database, whether it
+// is MySQL, MariaDB or a Galera cluster (see flavorOf).
 func storeOf(db *gorm.DB, op string) (store, error) {
 	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
 		return store{}, locking.Invalid("%s: db is nil or not opened (use gorm.Open)", op)
@@ -62,11 +65,16 @@ func storeOf(db *gorm.DB, op string) (store, error) {
 	name := db.Dialector.Name()
 	caps, ok := dialect.Lookup(name)
 	if !ok {
-		return store{}, fmt.Errorf("%w: %s: dialect %q (gormlock supports %s)", locking.ErrNotSupported, op, name, strings.Join(dialect.Names(), " and "))
+		return store{}, fmt.Errorf("%w: %s: dialect %q (gormlock supports SQLite, PostgreSQL, MariaDB and MySQL)", locking.ErrNotSupported, op, name)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return store{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if name == dialect.MySQL {
+		if caps, err = flavorOf(sqlDB); err != nil {
+			return store{}, fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	return store{
 		db:        withCallerLogger(db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true})),
@@ -74,6 +82,31 @@ func storeOf(db *gorm.DB, op string) (store, error) {
 		caps:      caps,
 		callbacks: usesCallbacks(db),
 	}, nil
+}
+
+// flavors caches what each MySQL database said it is.
+var flavors sync.Map // *sql.DB -> dialect.Caps
+
+// flavorOf asks a MySQL server whether it is MySQL, MariaDB or a node of a
+// Galera cluster: their locks and statements differ (see internal/dialect).
+// The answer is kept for the *sql.DB.
+func flavorOf(sqlDB *sql.DB) (dialect.Caps, error) {
+	if c, ok := flavors.Load(sqlDB); ok {
+		return c.(dialect.Caps), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var version, name, wsrep string
+	if err := sqlDB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return dialect.Caps{}, fmt.Errorf("asking the MySQL server its version: %w", locking.Classify(err))
+	}
+	err := sqlDB.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &wsrep)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dialect.Caps{}, fmt.Errorf("asking the MySQL server whether it is a Galera node: %w", locking.Classify(err))
+	}
+	c := dialect.Flavor(version, wsrep)
+	flavors.Store(sqlDB, c)
+	return c, nil
 }
 
 // conn returns the database or the transaction for ctx, and whether it is a
@@ -106,6 +139,16 @@ func (s store) execResult(ctx context.Context, st stmt, args []any) (n int64, er
 	return n, err
 }
 
+// execResultID is exec for a statement whose result is its rows affected
+// and the LAST_INSERT_ID it set (see dialect.LastInsertID).
+func (s store) execResultID(ctx context.Context, st stmt, args []any) (n, id int64, err error) {
+	err = s.exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		n, id, err = s.execSQLID(ctx, pool, query, args, true)
+		return err
+	})
+	return n, id, err
+}
+
 // autocommit runs st outside a transaction (see exec).
 func (s store) autocommit(ctx context.Context, st stmt, args []any, send sendFunc) error {
 	if err := ctx.Err(); err != nil {
@@ -115,10 +158,15 @@ func (s store) autocommit(ctx context.Context, st stmt, args []any, send sendFun
 		return s.autocommitSQLite(ctx, st, args, send, lockWait{})
 	}
 	query := st.text
-	timeout, bounded := lockTimeoutFor(ctx)
-	if bounded && st.bounded != "" {
-		query = st.bounded
-		args = append(args[:len(args):len(args)], timeout)
+	budget, bounded := waitBudget(ctx)
+	bounded = bounded && st.bounded != ""
+	if bounded {
+		if prefix := s.caps.StatementTimeout; prefix != "" {
+			query = prefix + seconds(budget) + " FOR " + st.text
+		} else {
+			query = st.bounded
+			args = append(args[:len(args):len(args)], pgInterval(budget))
+		}
 	}
 	err := send(ctx, s.db.Statement.ConnPool, query, args)
 	if err == nil {
@@ -126,8 +174,10 @@ func (s store) autocommit(ctx context.Context, st stmt, args []any, send sendFun
 	}
 	err = locking.ClassifyWrite(err)
 	var de *locking.DatabaseError
-	if query == st.bounded && errors.As(err, &de) && de.Kind == locking.ErrLocked {
-		// The statement's own lock_timeout, derived from the deadline.
+	if bounded && errors.As(err, &de) && (de.Kind == locking.ErrLocked || de.Kind == locking.ErrLockTimeout) {
+		// The statement's own bound, derived from the deadline: the
+		// database gave up waiting (or killed the statement) before
+		// the deadline, so it was not applied.
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded,
 			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err})
 	}
@@ -148,18 +198,31 @@ func (s store) autocommitSQLite(ctx context.Context, st stmt, args []any, send s
 	})
 }
 
-// lockTimeoutFor returns the lock_timeout a statement sent now should set
-// so that the database gives up before ctx's deadline and says so: the time
-// left minus a margin for the answer to come back (a fifth of it, between
-// 5 ms and 1 s). ok is false without a deadline.
-func lockTimeoutFor(ctx context.Context) (string, bool) {
+// waitBudget returns how long a statement sent now may wait on the database
+// so that it gives up before ctx's deadline and says so: the time left
+// minus a margin for the answer to come back (a fifth of it, between 5 ms
+// and 1 s), at least 1 ms. ok is false without a deadline.
+func waitBudget(ctx context.Context) (time.Duration, bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return "", false
+		return 0, false
 	}
 	left := time.Until(dl)
 	margin := min(max(left/5, 5*time.Millisecond), time.Second)
-	return strconv.FormatInt(max(int64((left-margin)/time.Millisecond), 1), 10) + "ms", true
+	return max(left-margin, time.Millisecond), true
+}
+
+// pgInterval writes d as a PostgreSQL interval in whole milliseconds
+// ("250ms"), at least 1.
+func pgInterval(d time.Duration) string {
+	return strconv.FormatInt(max(int64(d/time.Millisecond), 1), 10) + "ms"
+}
+
+// seconds writes d as seconds with millisecond precision ("0.250"), at
+// least 0.001, for MariaDB's max_statement_time.
+func seconds(d time.Duration) string {
+	ms := max(int64(d/time.Millisecond), 1)
+	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
 }
 
 // queryRowScan is a sendFunc that reads one row into dest; no row gives

@@ -110,6 +110,15 @@ type orderLine struct {
 	Qty int
 }
 
+var errBadLine = errors.New("a line with SKU bad")
+
+func (l *orderLine) BeforeCreate(*gorm.DB) error {
+	if l.SKU == "bad" {
+		return errBadLine
+	}
+	return nil
+}
+
 // appDB is a fresh database of dialect d with gormlock's tables and the
 // application's, made by AutoMigrate.
 func appDB(t *testing.T, d string) *gorm.DB {
@@ -563,8 +572,8 @@ func TestAssociations(t *testing.T) {
 
 		// The children are written in the parent's transaction: a failing
 		// child leaves no parent.
-		bad := &order{ID: 2, Customer: "eve", Lines: []orderLine{{SKU: "x"}, {SKU: "a"}}} // "a" is taken
-		require.ErrorIs(t, orders.Create(ctx, bad), locking.ErrAlreadyExists)
+		bad := &order{ID: 2, Customer: "eve", Lines: []orderLine{{SKU: "x"}, {SKU: "bad"}}}
+		require.ErrorIs(t, orders.Create(ctx, bad), errBadLine)
 		require.Zero(t, rowCount(t, db, &order{}, "id = ?", 2))
 		require.Zero(t, rowCount(t, db, &orderLine{}, "sku = ?", "x"))
 	})

@@ -117,6 +117,9 @@ func TTL(d time.Duration) LeaseOption {
 type leaseSQL struct {
 	acquire, release, renew, sweep stmt
 	state                          string
+	// acquireBack reads the lease acquire wrote, by its token, where
+	// acquire cannot return it (MySQL); "" otherwise.
+	acquireBack string
 	// guard is the condition every guarded write adds: no unexpired
 	// lease on the row being written.
 	guard string
@@ -148,7 +151,7 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	if m.composite() {
 		key = strings.Replace(m.caps.CompositeKeyText, "?", strings.Join(cols, ", "), 1)
 	} else {
-		key = "CAST(" + cols[0] + " AS TEXT)"
+		key = strings.Replace(m.caps.KeyText, "?", cols[0], 1)
 	}
 	match = strings.Join(conds, " AND ")
 	live := ""
@@ -161,7 +164,7 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	// agree: a lease whose Key names another record than its ID (forged,
 	// or mixed up) can neither end one record's lease nor write another.
 	held := `resource = ? AND record_key = ? AND record_key = (SELECT ` + key + ` FROM ` + table + ` WHERE ` + match + `) AND token_hash = ? AND fence = ? AND expires_ms > NOW`
-	return &leaseSQL{
+	l := &leaseSQL{
 		// Take the lease of an existing record when its lease row is
 		// missing, released or expired; the fence grows with every
 		// acquisition. The clock is read once. No row back: the record is
@@ -184,6 +187,27 @@ AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable +
 		guard: `NOT EXISTS (SELECT 1 FROM ` + LeaseTable + ` AS l WHERE l.resource = ` + quoteString(m.table) +
 			` AND l.record_key = ` + key + ` AND l.token_hash IS NOT NULL AND l.expires_ms > ` + now + `)`,
 	}
+	if m.caps.VersionBack == dialect.LastInsertID {
+		// MySQL: no ON CONFLICT ... WHERE and no UPDATE ... RETURNING.
+		// ON DUPLICATE KEY UPDATE assigns left to right, each assignment
+		// seeing the ones before: whether the lease is taken is decided
+		// once, from the old row, into @gormlock_take. Its columns are
+		// qualified: the record's table may have columns of the same names. Whether this call
+		// got it is read back by its token (acquireBack): a token is
+		// 128 random bits, so the row holds it only if this call wrote it.
+		l.acquire = w(`INSERT INTO ` + LeaseTable + ` (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + match + live + `{bound}
+ON DUPLICATE KEY UPDATE
+  ` + LeaseTable + `.fence = IF(@gormlock_take := (` + LeaseTable + `.token_hash IS NULL OR ` + LeaseTable + `.expires_ms <= VALUES(acquired_ms)), ` + LeaseTable + `.fence + 1, ` + LeaseTable + `.fence),
+  ` + LeaseTable + `.owner = IF(@gormlock_take, VALUES(owner), ` + LeaseTable + `.owner),
+  ` + LeaseTable + `.token_hash = IF(@gormlock_take, VALUES(token_hash), ` + LeaseTable + `.token_hash),
+  ` + LeaseTable + `.acquired_ms = IF(@gormlock_take, VALUES(acquired_ms), ` + LeaseTable + `.acquired_ms),
+  ` + LeaseTable + `.expires_ms = IF(@gormlock_take, VALUES(expires_ms), ` + LeaseTable + `.expires_ms)`)
+		l.acquireBack = q(`SELECT record_key, fence, acquired_ms, expires_ms FROM ` + LeaseTable + ` WHERE resource = ? AND token_hash = ?`)
+		// The new expiry comes back as the LAST_INSERT_ID it sets.
+		l.renew = w(`UPDATE ` + LeaseTable + ` SET expires_ms = LAST_INSERT_ID(NOW + ?) WHERE ` + held + `{bound}`)
+	}
+	return l
 }
 
 // boundStmt turns s, a write with ? placeholders and a {bound} mark where
@@ -192,7 +216,9 @@ AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable +
 // condition there (its parameter the last).
 func boundStmt(db *gorm.DB, caps dialect.Caps, s string) stmt {
 	st := stmt{text: rebind(db, strings.Replace(s, "{bound}", "", 1))}
-	if caps.SelfLockTimeout != "" {
+	if caps.StatementTimeout != "" {
+		st.bounded = st.text // bounded by a prefix, see stmt
+	} else if caps.SelfLockTimeout != "" {
 		st.bounded = rebind(db, strings.Replace(s, "{bound}", " AND "+caps.SelfLockTimeout, 1))
 	}
 	return st
@@ -303,8 +329,8 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
 	var acquired, expires int64
-	err = r.exec(ctx, r.m.leases.acquire, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id),
-		r.queryRowScan(&lease.Key, &lease.Fence, &acquired, &expires))
+	err = r.acquire(ctx, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id), hashToken(lease.Token),
+		&lease.Key, &lease.Fence, &acquired, &expires)
 	if isNoRows(err) {
 		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
 			return nil, nil, verr
@@ -339,6 +365,40 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	lease.ID, _ = r.idOf(ctx, reflectElem(&e))
 	lease.Version = r.versionOf(ctx, reflectElem(&e))
 	return &e, lease, nil
+}
+
+// acquire runs the lease's acquire statement with args and scans the lease
+// it took into dest (key, fence, acquired, expires); sql.ErrNoRows when it
+// took none. Where acquire returns nothing (MySQL), the lease is read back
+// by its token hash, in the same transaction. A deadlock or, on Galera, a
+// certification conflict with another node's acquire (ErrDeadlock) is
+// tried again, twice: the next try sees the winner's lease.
+func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, dest ...any) error {
+	if r.m.leases.acquireBack == "" {
+		return r.exec(ctx, r.m.leases.acquire, args, r.queryRowScan(dest...))
+	}
+	var err error
+	for try := 0; try < 3; try++ {
+		write := func(ctx context.Context) error {
+			if _, err := r.execResult(ctx, r.m.leases.acquire, args); err != nil {
+				return err
+			}
+			db, _ := r.conn(ctx)
+			err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
+			if isNoRows(err) {
+				return err
+			}
+			return locking.Classify(err)
+		}
+		if _, inTx := r.conn(ctx); inTx {
+			return write(ctx)
+		}
+		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": GetAndLock", write)
+		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // GetWithLease is Get that also tells whether the record is leased: the
@@ -458,7 +518,15 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 		return err
 	}
 	var expires int64
-	err = r.exec(ctx, r.m.leases.renew, append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence), r.queryRowScan(&expires))
+	args := append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
+	if r.m.caps.VersionBack == dialect.LastInsertID {
+		var n int64
+		if n, expires, err = r.execResultID(ctx, r.m.leases.renew, args); err == nil && n == 0 {
+			err = sql.ErrNoRows
+		}
+	} else {
+		err = r.exec(ctx, r.m.leases.renew, args, r.queryRowScan(&expires))
+	}
 	switch {
 	case isNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "renew")
@@ -504,6 +572,17 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		op = "delete"
 	}
 	return RunInTx(ctx, r.db, func(ctx context.Context) error {
+		if r.m.caps.Dialector() == dialect.MySQL {
+			// Lock the record before the lease row, in the order
+			// GetAndLock takes them (its INSERT ... SELECT reads the record
+			// with a shared lock first): InnoDB would otherwise deadlock
+			// the two.
+			db, _ := r.conn(ctx)
+			var one int
+			if err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.rowLockSQL, r.m.keyArgs(nil, id), &one); err != nil && !isNoRows(err) {
+				return fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, locking.Classify(err))
+			}
+		}
 		if err := r.release(ctx, l, op); err != nil {
 			return err
 		}

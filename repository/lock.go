@@ -244,16 +244,21 @@ func (m *meta) keysIn(keys []any) clause.Expression {
 }
 
 // keyOrder orders rows by primary key, in the order UpdateMany writes in
-// (compareKeys): for text keys on PostgreSQL that is byte order, COLLATE
-// "C", not the column's collation.
+// (compareKeys): for text keys that is byte order (PostgreSQL's COLLATE
+// "C", MySQL's BINARY), not the column's collation.
 func (m *meta) keyOrder() clause.OrderBy {
 	var cols []string
 	var vars []any
 	for _, f := range m.pks {
 		col := clause.Column{Table: clause.CurrentTable, Name: f.DBName}
-		if m.caps.Name == dialect.Postgres && f.FieldType.Kind() == reflect.String {
+		switch {
+		case f.FieldType.Kind() != reflect.String:
+			cols = append(cols, "?")
+		case m.caps.Name == dialect.Postgres:
 			cols = append(cols, `? COLLATE "C"`)
-		} else {
+		case m.caps.Dialector() == dialect.MySQL:
+			cols = append(cols, "CAST(? AS BINARY)")
+		default:
 			cols = append(cols, "?")
 		}
 		vars = append(vars, col)
@@ -310,34 +315,37 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([
 // already taken (SQLite's write lock).
 func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, rowLock bool) error) error {
 	switch r.m.caps.How(dialect.RowLock) {
-	case dialect.Native:
-		lock := clause.Locking{Strength: clause.LockingStrengthUpdate}
-		if lc.shared {
-			lock.Strength = clause.LockingStrengthShare
+	case dialect.Native, dialect.NodeLocal:
+		var lock clause.Expression = clause.Locking{Strength: clause.LockingStrengthUpdate}
+		switch {
+		case lc.shared && r.m.caps.ShareClause != "FOR SHARE":
+			lock = lockClause{text: r.m.caps.ShareClause, nowait: lc.nowait}
+		case lc.shared:
+			lock = clause.Locking{Strength: clause.LockingStrengthShare}
 		}
-		if lc.nowait {
-			lock.Options = clause.LockingOptionsNoWait
+		if l, ok := lock.(clause.Locking); ok && lc.nowait {
+			l.Options = clause.LockingOptionsNoWait
+			lock = l
 		}
-		var old string
-		if lc.timeout > 0 {
-			var set string
-			err := r.scanSQL(ctx, db.Statement.ConnPool, pgSetLockTimeout, []any{millis(lc.timeout)}, &old, &set)
-			if err != nil {
-				return fmt.Errorf("setting lock_timeout: %w", err)
-			}
+		restore, err := r.setLockTimeout(ctx, db.Statement.ConnPool, lc)
+		if err != nil {
+			return err
 		}
-		err := read(db.WithContext(ctx).Clauses(lock), true)
+		err = read(db.WithContext(ctx).Clauses(lock), true)
+		noteRolledBack(ctx, r.store, err)
 		var server interface{ SQLState() string }
-		if lc.timeout > 0 && !errors.As(err, &server) {
-			// After an error from the server the transaction is aborted
-			// and there is nothing to restore. After no error, "no row",
-			// or an error raised in Go (a column that does not scan) the
-			// transaction lives on, and must not keep the short timeout.
-			if _, rerr := r.execSQL(ctx, db.Statement.ConnPool, pgRestoreLockTimeout, []any{old}); rerr != nil {
+		if restore != nil && (r.m.caps.Name != dialect.Postgres || !errors.As(err, &server)) {
+			// On PostgreSQL, after an error from the server the
+			// transaction is aborted and there is nothing to restore.
+			// After no error, "no row", or an error raised in Go (a
+			// column that does not scan), and on MySQL after any error
+			// (the transaction lives on), it must not keep the short
+			// timeout.
+			if rerr := restore(); rerr != nil {
 				if err != nil {
-					return fmt.Errorf("restoring lock_timeout after %v: %w", err, locking.Classify(rerr))
+					return fmt.Errorf("restoring the lock timeout after %v: %w", err, locking.Classify(rerr))
 				}
-				return fmt.Errorf("restoring lock_timeout: %w", locking.Classify(rerr))
+				return fmt.Errorf("restoring the lock timeout: %w", locking.Classify(rerr))
 			}
 		}
 		return err
@@ -354,6 +362,64 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		return read(db.WithContext(ctx), false)
 	}
 	return r.m.caps.Check(dialect.RowLock)
+}
+
+// setLockTimeout bounds the lock waits of the transaction on pool to
+// lc.timeout, for the locked read about to run, and returns the function
+// that restores the old bound (nil when lc has no timeout): PostgreSQL's
+// transaction-local lock_timeout, MariaDB's max_statement_time (in
+// seconds, with fractions; a read killed by it fails with error 1969).
+func (r *Repository[T]) setLockTimeout(ctx context.Context, pool gorm.ConnPool, lc lockConfig) (func() error, error) {
+	if lc.timeout <= 0 {
+		return nil, nil
+	}
+	if r.m.caps.Name == dialect.Postgres {
+		var old, set string
+		if err := r.scanSQL(ctx, pool, pgSetLockTimeout, []any{millis(lc.timeout)}, &old, &set); err != nil {
+			return nil, fmt.Errorf("setting lock_timeout: %w", err)
+		}
+		return func() error {
+			_, err := r.execSQL(ctx, pool, pgRestoreLockTimeout, []any{old})
+			return err
+		}, nil
+	}
+	var old string
+	if err := r.scanSQL(ctx, pool, "SELECT @@max_statement_time", nil, &old); err != nil {
+		return nil, fmt.Errorf("reading max_statement_time: %w", err)
+	}
+	if _, err := r.execSQL(ctx, pool, "SET max_statement_time = "+seconds(time.Duration(ceilMillis(lc.timeout))*time.Millisecond), nil); err != nil {
+		return nil, fmt.Errorf("setting max_statement_time: %w", err)
+	}
+	return func() error {
+		_, err := r.execSQL(context.WithoutCancel(ctx), pool, "SET max_statement_time = "+old, nil)
+		return err
+	}, nil
+}
+
+// lockClause is a row-locking clause GORM's clause.Locking cannot write,
+// such as MariaDB's LOCK IN SHARE MODE. It takes the place of the locking
+// clause (the clause named FOR) in GORM's SELECT.
+type lockClause struct {
+	text   string
+	nowait bool
+}
+
+// Name implements clause.Interface.
+func (lockClause) Name() string { return "FOR" }
+
+// Build implements clause.Expression.
+func (c lockClause) Build(b clause.Builder) {
+	b.WriteString(c.text)
+	if c.nowait {
+		b.WriteString(" " + clause.LockingOptionsNoWait)
+	}
+}
+
+// MergeClause implements clause.Interface: the clause is written whole,
+// without GORM's "FOR" in front.
+func (c lockClause) MergeClause(cl *clause.Clause) {
+	cl.Name = ""
+	cl.Expression = c
 }
 
 const (
@@ -499,7 +565,8 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 		out = e
 		return nil
 	}
-	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, "mutate", id, attempt, &out) }
+	var kc keyedCall
+	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, &kc, "mutate", id, attempt, &out) }
 	attempts := 0
 	if _, inTx := r.conn(ctx); inTx {
 		attempts = 1
@@ -507,8 +574,15 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 	} else {
 		err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isLockRetryable), func(ctx context.Context) error {
 			attempts++
-			return r.lockedTx(ctx, lc, keyed)
+			err := r.lockedTx(ctx, lc, keyed)
+			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
+				kc.uncertain = true
+			}
+			return err
 		})
+		if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
+			err = locking.Unknown(err) // see upsert
+		}
 	}
 	if cfg.attempts != nil {
 		*cfg.attempts = attempts

@@ -189,22 +189,24 @@ func TestLockTimeoutGivesErrLockTimeout(t *testing.T) {
 		require.NotErrorIs(t, err, locking.ErrLocked)
 		var de *locking.DatabaseError
 		require.ErrorAs(t, err, &de)
-		assert.Contains(t, []string{"55P03", "SQLITE_BUSY"}, de.Code)
+		assert.Contains(t, []string{"55P03", "SQLITE_BUSY", "1969"}, de.Code)
 		require.NoError(t, h.stop())
 		requireRow(t, db, a.ID, 10, a.Version)
 	})
 }
 
-// The lock options change the session only for the locked read: PostgreSQL's
-// lock_timeout and SQLite's busy_timeout are back to what they were.
+// The lock options change the session only for the locked read:
+// PostgreSQL's lock_timeout, MariaDB's max_statement_time and SQLite's
+// busy_timeout are back to what they were.
 func TestLockOptionsRestoreSessionSettings(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "ann", 10)
-		setting := "SHOW lock_timeout"
-		if db.Dialector.Name() == "sqlite" {
-			setting = "PRAGMA busy_timeout"
-		}
+		setting := map[string]string{
+			"postgres": "SHOW lock_timeout",
+			"sqlite":   "PRAGMA busy_timeout",
+			"mysql":    "SELECT @@max_statement_time",
+		}[db.Dialector.Name()]
 		read := func(ctx context.Context) string {
 			var v string
 			require.NoError(t, accounts.DB(ctx).Raw(setting).Scan(&v).Error)

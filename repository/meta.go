@@ -70,12 +70,21 @@ type meta struct {
 	// version AND deleted_at IS NOT NULL. Soft-delete models only.
 	softDelete, restore stmt
 	versionSQL          string // SELECT version, deleted WHERE pk
+	// versionSQLInTx is versionSQL as a locking read, for use inside a
+	// transaction on MySQL: InnoDB's UPDATE reads the latest committed
+	// row, but a plain SELECT in a REPEATABLE READ transaction reads the
+	// transaction's snapshot, which may still show the version the
+	// UPDATE did not find. Equal to versionSQL elsewhere.
+	versionSQLInTx string
 	// firstVersionSQL sets a record just inserted to its first version,
 	// read from the database's clock (dialects with NextVersion only).
 	firstVersionSQL string
 	// writeLockSQL is a write that changes nothing, run to take SQLite's
 	// write lock in a transaction that may not hold it yet.
 	writeLockSQL string
+	// rowLockSQL locks the record's row, SELECT 1 ... FOR UPDATE, for a
+	// lease write on MySQL (see writeWithLease).
+	rowLockSQL string
 
 	// leases is set when the repository was built WithLeases: then every
 	// guarded write also requires that no one else holds a lease on the
@@ -85,16 +94,11 @@ type meta struct {
 
 // buildMeta parses T with GORM's schema parser and prepares the SQL of the
 // guarded statements, quoted and with the dialect's placeholders.
-func buildMeta[T any](db *gorm.DB) (*meta, error) {
+func buildMeta[T any](db *gorm.DB, caps dialect.Caps) (*meta, error) {
 	var zero T
 	typ := reflect.TypeOf(zero)
 	if typ == nil || typ.Kind() != reflect.Struct {
 		return nil, locking.Invalid("repository: type %v is not a struct", typ)
-	}
-	name := db.Dialector.Name()
-	caps, ok := dialect.Lookup(name)
-	if !ok {
-		return nil, fmt.Errorf("%w: repository: dialect %q (gormlock supports %s)", locking.ErrNotSupported, name, strings.Join(dialect.Names(), " and "))
 	}
 	parse := &gorm.Statement{DB: db}
 	if err := parse.Parse(&zero); err != nil {
@@ -195,7 +199,7 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	}
 	w := &sqlWriter{db: db}
 	returning := ""
-	if m.caps.NextVersion != "" {
+	if m.caps.VersionBack == dialect.Returning {
 		var b strings.Builder
 		b.WriteString(" RETURNING ")
 		db.Dialector.QuoteTo(&b, m.version.DBName)
@@ -225,8 +229,8 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		w.str(" FROM ").quote(m.table).str(" WHERE ").keyEq(m)
 		m.selectAnySQL = w.String()
 		m.selectSQL = w.live(m, liveRows).String()
-		for shared, strength := range []string{clause.LockingStrengthUpdate, clause.LockingStrengthShare} {
-			m.selectFor[shared][0] = m.selectSQL + " FOR " + strength
+		for shared, lock := range []string{"FOR " + clause.LockingStrengthUpdate, m.caps.ShareClause} {
+			m.selectFor[shared][0] = m.selectSQL + " " + lock
 			m.selectFor[shared][1] = m.selectFor[shared][0] + " " + clause.LockingOptionsNoWait
 		}
 	}
@@ -234,9 +238,12 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		var col strings.Builder
 		db.Dialector.QuoteTo(&col, m.version.DBName)
 		before, after, _ := strings.Cut(expr, "?")
-		m.firstVersionSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").str(col.String()).str(" = ").
-			str(before + col.String() + " + 1" + after).str(" WHERE ").keyEq(m).
-			str(" RETURNING ").str(col.String()).String()
+		w.reset("UPDATE ").quote(m.table).str(" SET ").str(col.String()).str(" = ").
+			str(before + col.String() + " + 1" + after).str(" WHERE ").keyEq(m)
+		if m.caps.VersionBack == dialect.Returning {
+			w.str(" RETURNING ").str(col.String())
+		}
+		m.firstVersionSQL = w.String()
 	}
 	w.reset("SELECT ").quote(m.version.DBName).str(", ")
 	if m.deletedAt != nil {
@@ -245,8 +252,13 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		w.str("FALSE")
 	}
 	m.versionSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").keyEq(m).String()
+	m.versionSQLInTx = m.versionSQL
+	if m.caps.Dialector() == dialect.MySQL {
+		m.versionSQLInTx += " " + m.caps.ShareClause
+	}
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
+	m.rowLockSQL = w.reset("SELECT 1 FROM ").quote(m.table).str(" WHERE ").keyEq(m).str(" FOR UPDATE").String()
 }
 
 // rowState says which rows of a soft-delete model a statement may match.
@@ -338,6 +350,10 @@ func (w *sqlWriter) setVersion(m *meta, updated bool) *sqlWriter {
 // the dialect has one.
 func (w *sqlWriter) stmt(caps dialect.Caps, suffix string) stmt {
 	s := stmt{text: w.String() + suffix}
+	if caps.StatementTimeout != "" {
+		s.bounded = s.text // bounded by a prefix, see stmt
+		return s
+	}
 	if cond := caps.SelfLockTimeout; cond != "" {
 		before, after, _ := strings.Cut(cond, "?")
 		w.str(" AND ").str(before)

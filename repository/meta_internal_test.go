@@ -32,10 +32,19 @@ func TestGuardedSQL(t *testing.T) {
 			`UPDATE "accounts" SET "version" = "version" WHERE 0 = 1`,
 			`SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
 		},
+		"mariadb": {
+			"UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?",
+			"DELETE FROM `accounts` WHERE `id` = ? AND `version` = ?",
+			"SELECT `version`, FALSE FROM `accounts` WHERE `id` = ?",
+			"UPDATE `accounts` SET `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?",
+			"UPDATE `accounts` SET `version` = `version` WHERE 0 = 1",
+			"SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
+		},
 	}
 	wantDoc := map[string]string{
 		"sqlite":   "UPDATE `documents` SET `title` = ?, `attrs` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 		"postgres": `UPDATE "documents" SET "title" = $1, "attrs" = $2, "version" = GREATEST($3, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $4 WHERE "id" = $5 AND "version" = $6 RETURNING "version"`,
+		"mariadb":  "UPDATE `documents` SET `title` = ?, `attrs` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 	}
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
@@ -43,9 +52,11 @@ func TestGuardedSQL(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want[d], [6]string{r.m.update.text, r.m.delete.text, r.m.versionSQL, r.m.bump.text, r.m.writeLockSQL, r.m.selectSQL})
 			// Outside a transaction with a deadline, PostgreSQL's writes bound
-			// their own lock wait (one more parameter, last); SQLite waits in Go.
+			// their own lock wait (one more parameter, last); MariaDB's are
+			// bounded by a prefix (the statement as it is); SQLite waits in Go.
 			bound := map[string][3]string{
-				"sqlite": {},
+				"sqlite":  {},
+				"mariadb": {r.m.update.text, r.m.delete.text, r.m.bump.text},
 				"postgres": {
 					strings.TrimSuffix(r.m.update.text, ` RETURNING "version"`) + ` AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL RETURNING "version"`,
 					r.m.delete.text + ` AND (SELECT set_config('lock_timeout', $3, true)) IS NOT NULL`,
@@ -55,8 +66,12 @@ func TestGuardedSQL(t *testing.T) {
 			require.Equal(t, bound[d], [3]string{r.m.update.bounded, r.m.delete.bounded, r.m.bump.bounded})
 			require.Equal(t, r.m.selectSQL+" FOR UPDATE", r.m.lockedSelect(lockConfig{}))
 			require.Equal(t, r.m.selectSQL+" FOR UPDATE NOWAIT", r.m.lockedSelect(lockConfig{nowait: true}))
-			require.Equal(t, r.m.selectSQL+" FOR SHARE", r.m.lockedSelect(lockConfig{shared: true}))
-			require.Equal(t, r.m.selectSQL+" FOR SHARE NOWAIT", r.m.lockedSelect(lockConfig{shared: true, nowait: true}))
+			share := map[string]string{"mariadb": " LOCK IN SHARE MODE"}[d]
+			if share == "" {
+				share = " FOR SHARE"
+			}
+			require.Equal(t, r.m.selectSQL+share, r.m.lockedSelect(lockConfig{shared: true}))
+			require.Equal(t, r.m.selectSQL+share+" NOWAIT", r.m.lockedSelect(lockConfig{shared: true, nowait: true}))
 			docs, err := New[models.Document](testdb.Open(t, d))
 			require.NoError(t, err)
 			require.Equal(t, wantDoc[d], docs.m.update.text)

@@ -20,7 +20,11 @@ func (e *abortError) Unwrap() error { return e.err }
 // record, calls fn to change it in memory, and writes it with Update. When the
 // write finds the record changed meanwhile (locking.ErrStaleData), the whole
 // cycle runs again from a fresh read, after a jittered backoff, up to the
-// retry policy's attempts (locking.DefaultMaxAttempts unless changed).
+// retry policy's attempts (locking.DefaultMaxAttempts unless changed). So
+// does an attempt the database aborted to break a deadlock or a
+// serialization conflict (locking.ErrDeadlock, locking.ErrSerialization:
+// MySQL's 1213, a Galera cluster's conflict with another node), when ctx
+// carries no transaction.
 //
 // fn may be called several times and must change only the entity it is given,
 // and not its primary key or version (that is refused with an error matching
@@ -153,10 +157,20 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		return nil
 	}
 	attempts := 0
-	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isConflict), func(ctx context.Context) error {
+	retry := isConflict
+	if _, inTx := r.conn(ctx); !inTx {
+		retry = isConflictOrAborted
+	}
+	var kc keyedCall
+	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) error {
 		attempts++
-		return r.withOpKey(ctx, cfg.op, kind, id, attempt, &out)
+		return r.withOpKey(ctx, cfg.op, &kc, kind, id, attempt, &out)
 	})
+	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
+		// The last attempt failed before it could learn whether an
+		// earlier one was applied (its context ended, say).
+		err = locking.Unknown(err)
+	}
 	if cfg.attempts != nil {
 		*cfg.attempts = attempts
 	}
@@ -195,12 +209,49 @@ func (r *Repository[T]) retriable(ctx context.Context, cfg mutateConfig, retry f
 	}
 }
 
+// keyedCall is the state of one call with an operation key across its
+// attempts.
+type keyedCall struct {
+	// uncertain: an earlier attempt's outcome is unknown (it may have
+	// been applied), so no later failure may be reported as "not
+	// applied" before the key has been asked about.
+	uncertain bool
+}
+
 // withOpKey runs attempt, which writes record id and stores it in *out;
 // with an operation key, as an operation (runOp), and a repeat of an applied
-// operation stores the record as it is now in *out instead.
-func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kind string, id any, attempt func(context.Context) error, out **T) error {
+// operation stores the record as it is now in *out instead. After an
+// attempt whose outcome was unknown, the next one first asks whether the
+// operation was applied (lookupOperation, which waits for a transaction
+// still holding the key): if it was, the call's answer is the record; if
+// asking fails, the outcome stays unknown (locking.ErrCommitUnknown) — a
+// failure to reach the database now says nothing about the earlier attempt.
+func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keyedCall, kind string, id any, attempt func(context.Context) error, out **T) error {
 	if k == nil {
 		return attempt(ctx)
+	}
+	read := func(prior *Operation) error {
+		e, err := r.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%s: operation %q was applied (version %d); reading the record now: %w", r.m.table, k.key, prior.Version, err)
+		}
+		*out = e
+		return nil
+	}
+	if kc.uncertain {
+		prior, err := r.lookupOperation(ctx, k.key)
+		if err != nil {
+			return locking.Unknown(fmt.Errorf("%s: an earlier attempt's outcome is unknown, and asking whether operation %q was applied failed: %w", r.m.table, k.key, err))
+		}
+		if prior != nil {
+			if prior.Table != r.m.table || prior.Kind != kind || prior.Fingerprint != k.fingerprint || prior.RecordKey != keyString(id) {
+				return fmt.Errorf("%w: %w: operation key %q was used for %s of %s id=%s; a key names one operation",
+					locking.ErrInvalidArgument, locking.ErrOperationKeyReused, k.key, prior.Kind, prior.Table, prior.RecordKey)
+			}
+			kc.uncertain = false
+			return read(prior)
+		}
+		kc.uncertain = false // not applied, and now never will be
 	}
 	prior, err := r.runOp(ctx, *k, kind, keyString(id), func(ctx context.Context) (string, int64, error) {
 		if err := attempt(ctx); err != nil {
@@ -208,15 +259,13 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kind str
 		}
 		return keyString(id), r.versionOf(ctx, reflectElem(*out)), nil
 	})
+	if errors.Is(err, locking.ErrCommitUnknown) {
+		kc.uncertain = true
+	}
 	if err != nil || prior == nil {
 		return err
 	}
-	e, err := r.Get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("%s: operation %q was applied (version %d); reading the record now: %w", r.m.table, k.key, prior.Version, err)
-	}
-	*out = e
-	return nil
+	return read(prior)
 }
 
 // isConflict reports whether an attempt lost a race and may be re-run. An
@@ -226,6 +275,21 @@ func isConflict(err error) bool {
 		return false
 	}
 	return errors.Is(err, locking.ErrStaleData)
+}
+
+// isConflictOrAborted is isConflict, and also a deadlock or serialization
+// failure the database broke by aborting the attempt (MySQL's 1213; on a
+// Galera cluster, also a conflict with a write on another node): not
+// applied, and worth another attempt from a fresh read — outside a
+// transaction only, since inside one it aborted the caller's transaction.
+func isConflictOrAborted(err error) bool {
+	if isConflict(err) {
+		return true
+	}
+	if _, ok := err.(*abortError); ok || errors.Is(err, locking.ErrCommitUnknown) {
+		return false
+	}
+	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
 }
 
 // createInSavepoint creates e; inside a transaction it does so in a savepoint

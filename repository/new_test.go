@@ -66,10 +66,10 @@ type tagged struct {
 	Note string
 }
 
-// mysqlish pretends to be a dialect gormlock does not claim.
-type mysqlish struct{ gorm.Dialector }
+// sqlserverish pretends to be a dialect gormlock does not claim.
+type sqlserverish struct{ gorm.Dialector }
 
-func (mysqlish) Name() string { return "mysql" }
+func (sqlserverish) Name() string { return "sqlserver" }
 
 func TestNewRejectsUnusableModels(t *testing.T) {
 	db := testdb.SQLite(t)
@@ -104,11 +104,11 @@ func TestNewRejectsUnusableModels(t *testing.T) {
 
 func TestNewRejectsUnclaimedDialect(t *testing.T) {
 	dir := t.TempDir()
-	db, err := gorm.Open(mysqlish{sqlite.Open(dir + "/x.db")}, &gorm.Config{})
+	db, err := gorm.Open(sqlserverish{sqlite.Open(dir + "/x.db")}, &gorm.Config{})
 	require.NoError(t, err)
 	_, err = repository.New[models.Account](db)
 	require.ErrorIs(t, err, locking.ErrNotSupported)
-	require.ErrorContains(t, err, `"mysql"`)
+	require.ErrorContains(t, err, `"sqlserver"`)
 }
 
 func TestNewAcceptsTaggedVersionAndStringKey(t *testing.T) {

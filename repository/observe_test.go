@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -65,9 +66,17 @@ func logged(t *testing.T, rec *recorder, op func() error) []string {
 	return sqls
 }
 
+// containsStatement reports a statement starting with prefix, after
+// MariaDB's SET STATEMENT ... FOR, if any.
 func containsStatement(sqls []string, prefix string) bool {
 	for _, s := range sqls {
-		if strings.HasPrefix(strings.TrimSpace(s), prefix) {
+		s = strings.TrimSpace(s)
+		if strings.HasPrefix(s, "SET STATEMENT ") {
+			if _, rest, ok := strings.Cut(s, " FOR "); ok {
+				s = rest
+			}
+		}
+		if strings.HasPrefix(s, prefix) {
 			return true
 		}
 	}
@@ -192,6 +201,15 @@ func TestDBResolverKeepsDecidingReadsOnThePrimary(t *testing.T) {
 				dsn, err := opendb.SQLiteDSN(filepath.Join(dir, "replica.db"))
 				require.NoError(t, err)
 				replicaDialector = sqlite.Open(dsn)
+			case "mariadb":
+				primaryDB = testdb.Open(t, d)
+				dsn, err := opendb.MySQLDSN(testdb.MariaDBDatabase(t))
+				require.NoError(t, err)
+				replica, err = opendb.MySQL(dsn)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = opendb.Close(replica) })
+				require.NoError(t, exampledb.Migrate(ctx, replica))
+				replicaDialector = mysql.Open(dsn)
 			default:
 				primaryDB = testdb.Open(t, d)
 				dsn := testdb.PostgresSchema(t)

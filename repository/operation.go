@@ -265,6 +265,11 @@ func LookupOperation(ctx context.Context, db *gorm.DB, key string) (*Operation, 
 	if err != nil {
 		return nil, err
 	}
+	return s.lookupOperation(ctx, key)
+}
+
+// lookupOperation is LookupOperation on s.
+func (s store) lookupOperation(ctx context.Context, key string) (*Operation, error) {
 	k := OpKey(key)
 	if err := k.validate(); err != nil {
 		return nil, err
@@ -278,10 +283,11 @@ func LookupOperation(ctx context.Context, db *gorm.DB, key string) (*Operation, 
 		}
 		return err
 	}
+	var err error
 	if db, inTx := s.conn(ctx); inTx {
 		err = inSavepoint(ctx, db, func() error { return probe(ctx) })
 	} else {
-		err = s.runTx(ctx, db, nil, lockWait{}, "LookupOperation", probe)
+		err = s.runTx(ctx, s.db, nil, lockWait{}, "LookupOperation", probe)
 	}
 	switch {
 	case errors.Is(err, errProbed):

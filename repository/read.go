@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -308,6 +310,8 @@ func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, err
 	}
 	if q.limit > 0 {
 		tx = tx.Limit(q.limit)
+	} else if q.offset > 0 && r.m.caps.Dialector() == dialect.MySQL {
+		tx = tx.Limit(math.MaxInt64) // MySQL has no OFFSET without LIMIT
 	}
 	if q.offset > 0 {
 		tx = tx.Offset(q.offset)

@@ -67,15 +67,15 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 			return nil, err
 		}
 	}
-	m, err := buildMeta[T](db)
-	if err != nil {
-		return nil, err
-	}
-	m.buildSQL(db, o.leases != nil)
 	st, err := storeOf(db, "repository")
 	if err != nil {
 		return nil, err
 	}
+	m, err := buildMeta[T](db, st.caps)
+	if err != nil {
+		return nil, err
+	}
+	m.buildSQL(db, o.leases != nil)
 	if o.callbacks != nil {
 		st.callbacks = *o.callbacks
 	}

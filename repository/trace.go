@@ -44,10 +44,13 @@ func (s store) scanSQL(ctx context.Context, pool gorm.ConnPool, query string, ar
 		if !ok {
 			return errors.New("gormlock: GORM's Row callback returned no row; a callback replaced gorm:row")
 		}
-		return row.Scan(dest...)
+		err := row.Scan(dest...)
+		noteRolledBack(ctx, s, err)
+		return err
 	}
 	begin := time.Now()
 	err := pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+	noteRolledBack(ctx, s, err)
 	rows := int64(1)
 	traceErr := err
 	if errors.Is(err, sql.ErrNoRows) {
@@ -60,20 +63,41 @@ func (s store) scanSQL(ctx context.Context, pool gorm.ConnPool, query string, ar
 // execSQL sends query, a statement without result rows, on pool and
 // returns the rows it affected.
 func (s store) execSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (int64, error) {
+	n, _, err := s.execSQLID(ctx, pool, query, args, false)
+	return n, err
+}
+
+// execSQLID is execSQL that also returns, when withID is true, the
+// LAST_INSERT_ID the statement set (MySQL's answer carries it).
+func (s store) execSQLID(ctx context.Context, pool gorm.ConnPool, query string, args []any, withID bool) (n, id int64, err error) {
 	sending(args)
 	if s.callbacks {
 		tx := s.viaCallbacks(ctx, pool, query, args)
+		res := gorm.WithResult()
+		tx.Statement.Result = res
 		tx.Callback().Raw().Execute(tx)
-		return tx.RowsAffected, tx.Error
+		if tx.Error != nil {
+			noteRolledBack(ctx, s, tx.Error)
+			return 0, 0, tx.Error
+		}
+		if withID && res.Result != nil {
+			if id, err = res.Result.LastInsertId(); err != nil {
+				return 0, 0, err
+			}
+		}
+		return tx.RowsAffected, id, nil
 	}
 	begin := time.Now()
-	res, err := pool.ExecContext(ctx, query, args...)
-	var n int64
+	r, err := pool.ExecContext(ctx, query, args...)
 	if err == nil {
-		n, err = res.RowsAffected()
+		n, err = r.RowsAffected()
+		if err == nil && withID {
+			id, err = r.LastInsertId()
+		}
 	}
 	s.trace(ctx, begin, query, args, n, err)
-	return n, err
+	noteRolledBack(ctx, s, err)
+	return n, id, err
 }
 
 // querySQL sends query on pool and returns its rows.
@@ -84,6 +108,7 @@ func (s store) querySQL(ctx context.Context, pool gorm.ConnPool, query string, a
 		tx.Statement.Settings.Store("rows", true)
 		tx.Callback().Row().Execute(tx)
 		if tx.Error != nil {
+			noteRolledBack(ctx, s, tx.Error)
 			return nil, tx.Error
 		}
 		rows, ok := tx.Statement.Dest.(*sql.Rows)
@@ -95,6 +120,7 @@ func (s store) querySQL(ctx context.Context, pool gorm.ConnPool, query string, a
 	begin := time.Now()
 	rows, err := pool.QueryContext(ctx, query, args...)
 	s.trace(ctx, begin, query, args, -1, err)
+	noteRolledBack(ctx, s, err)
 	return rows, err
 }
 

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -20,6 +22,31 @@ type txState struct {
 	sqlDB *sql.DB
 	tx    *gorm.DB
 	iso   sql.IsolationLevel // as RunInTx was asked; LevelDefault otherwise
+
+	mu sync.Mutex
+	// rolledBack is the error of a statement after which the database
+	// rolled the whole transaction back by itself (MySQL's deadlock
+	// victim, a Galera transaction aborted by a replicated write): a
+	// COMMIT sent after it would answer OK and commit nothing.
+	rolledBack error
+}
+
+// noteRolledBack records, in the transaction ctx carries on sqlDB, that
+// the database rolled it back after err (see txState.rolledBack). Only
+// MySQL rolls a whole transaction back on a statement's error and then
+// accepts a COMMIT; PostgreSQL refuses the COMMIT of an aborted
+// transaction itself.
+func noteRolledBack(ctx context.Context, s store, err error) {
+	if err == nil || s.caps.Dialector() != dialect.MySQL || !errors.Is(locking.Classify(err), locking.ErrDeadlock) {
+		return
+	}
+	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.sqlDB == s.sqlDB {
+		st.mu.Lock()
+		if st.rolledBack == nil {
+			st.rolledBack = err
+		}
+		st.mu.Unlock()
+	}
 }
 
 // RunInTx runs fn in a database transaction on db and commits it when fn
@@ -35,6 +62,11 @@ type txState struct {
 // locking.ErrInvalidArgument says so). ctx governs the whole transaction: when
 // it is cancelled the transaction is rolled back. opts, if given, sets the
 // isolation level and read-only mode.
+//
+// On MySQL and MariaDB the transaction is READ COMMITTED unless opts asks
+// for another level (their default is REPEATABLE READ, PostgreSQL's is READ
+// COMMITTED): a read-modify-write that retries inside it reads the latest
+// committed version.
 //
 // On SQLite the transaction begins IMMEDIATE (it holds the database's write
 // lock from its start, as with opendb's settings), after waiting in Go for
@@ -96,6 +128,17 @@ func (s store) runTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w lockW
 		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
 		st.tx.Statement.ConnPool = tx
 	} else {
+		if s.caps.Dialector() == dialect.MySQL && (o == nil || o.Isolation == sql.LevelDefault) {
+			// READ COMMITTED, as PostgreSQL's default: each statement sees
+			// what is committed when it starts, so a read-modify-write
+			// retried inside the transaction (Mutate) reads the new
+			// version instead of REPEATABLE READ's old snapshot.
+			rc := sql.TxOptions{Isolation: sql.LevelReadCommitted}
+			if o != nil {
+				rc.ReadOnly = o.ReadOnly
+			}
+			o = &rc
+		}
 		tx := db.WithContext(ctx).Begin(optsOf(o)...)
 		if tx.Error != nil {
 			return fmt.Errorf("%s: begin: %w", op, locking.Classify(tx.Error))
@@ -124,6 +167,14 @@ func runBegun(ctx context.Context, st *txState, op string, fn func(context.Conte
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
 		return err
+	}
+	st.mu.Lock()
+	gone := st.rolledBack
+	st.mu.Unlock()
+	if gone != nil {
+		// fn went on after the database had rolled the transaction back
+		// (it ignored the error): never COMMIT it, which would answer OK.
+		return fmt.Errorf("%s: not committed: the database rolled the transaction back after: %w", op, locking.Classify(gone))
 	}
 	if err := ctx.Err(); err != nil {
 		// Not sent: the deferred rollback ends the transaction.

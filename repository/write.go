@@ -152,13 +152,20 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 			versionNewAssociations(ctx, r.m.schema, rv, 0)
 		}
 		if err := locking.Classify(q.Create(e).Error); err != nil {
+			noteRolledBack(ctx, r.store, err)
 			return err
 		}
 		if r.m.firstVersionSQL == "" {
 			return nil
 		}
 		id, _ := r.idOf(ctx, rv)
-		if err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), &v); err != nil {
+		var err error
+		if r.m.caps.VersionBack == dialect.LastInsertID {
+			_, v, err = r.execSQLID(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), true)
+		} else {
+			err = r.scanSQL(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), &v)
+		}
+		if err != nil {
 			return fmt.Errorf("setting the first version: %w", locking.Classify(err))
 		}
 		r.setVersion(ctx, rv, v)
@@ -429,12 +436,15 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	s := r.m.stmtOf(kind)
 	var n int64
 	var err error
-	if r.m.caps.NextVersion != "" {
+	switch r.m.caps.VersionBack {
+	case dialect.Returning:
 		err = r.exec(ctx, s, args, r.queryRowScan(&w.version))
 		if n = 1; isNoRows(err) {
 			n, err = 0, nil
 		}
-	} else {
+	case dialect.LastInsertID:
+		n, w.version, err = r.execResultID(ctx, s, args)
+	default:
 		n, err = r.execResult(ctx, s, args)
 		w.version = va.v
 	}
@@ -666,8 +676,12 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 // if there is one; found is false when it does not exist, deleted true when
 // it is soft-deleted.
 func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int64, found, deleted bool, err error) {
-	db, _ := r.conn(ctx)
-	err = r.scanSQL(ctx, db.Statement.ConnPool, r.m.versionSQL, r.m.keyArgs(nil, id), &version, &deleted)
+	db, inTx := r.conn(ctx)
+	query := r.m.versionSQL
+	if inTx {
+		query = r.m.versionSQLInTx
+	}
+	err = r.scanSQL(ctx, db.Statement.ConnPool, query, r.m.keyArgs(nil, id), &version, &deleted)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, false, false, nil
