@@ -14,11 +14,12 @@ import (
 )
 
 // dsns are the databases the example runs on in tests: a SQLite file, and
-// a fresh PostgreSQL schema when a server is configured.
+// a fresh PostgreSQL schema or MariaDB database when a server is configured.
 func dsns(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "bank.db") },
 		"postgres": func(t *testing.T) string { return testdb.PostgresSchema(t) },
+		"mariadb":  func(t *testing.T) string { return testdb.MariaDBDatabase(t) },
 	}
 }
 

@@ -33,13 +33,16 @@ final: "Bob's edit" at version v3
 func TestStory(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
-			dsn := filepath.Join(t.TempDir(), "lease.db")
-			if d == "postgres" {
+			dsn, name := filepath.Join(t.TempDir(), "lease.db"), d
+			switch d {
+			case "postgres":
 				dsn = testdb.PostgresSchema(t)
+			case "mariadb":
+				dsn, name = testdb.MariaDBDatabase(t), "mysql" // GORM's dialector name
 			}
 			var out bytes.Buffer
 			require.NoError(t, run(context.Background(), &out, dsn))
-			require.Equal(t, fmt.Sprintf("gormlock lease: two editors, one document, on %s\n", d)+want, out.String())
+			require.Equal(t, fmt.Sprintf("gormlock lease: two editors, one document, on %s\n", name)+want, out.String())
 		})
 	}
 }

@@ -133,3 +133,24 @@ func TestRunPostgres(t *testing.T) {
 		t.Errorf("%d documents left behind, want 0", n)
 	}
 }
+
+func TestRunMariaDB(t *testing.T) {
+	// run migrates the database it is given: give it a database of its
+	// own.
+	dsn := testdb.MariaDBDatabase(t)
+	check(t, dsn, "mysql")
+	check(t, dsn, "mysql") // a rerun does not collide
+
+	db, err := opendb.MySQL(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opendb.Close(db)
+	var n int64
+	if err := db.Table("documents").Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d documents left behind, want 0", n)
+	}
+}

@@ -71,8 +71,11 @@ func TestREADMESession(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "rest.db")
-			if d == "postgres" {
+			switch d {
+			case "postgres":
 				dsn = testdb.PostgresSchema(t)
+			case "mariadb":
+				dsn = testdb.MariaDBDatabase(t)
 			}
 			db, closeDB, err := exampledb.Open(context.Background(), dsn, "rest")
 			require.NoError(t, err)
