@@ -53,7 +53,7 @@ import (
 //   - acknowledged versions grow with the balance, across all rounds;
 //   - SQLite: PRAGMA integrity_check says exactly "ok";
 //   - the database recovers: a Mutate of every account works;
-//   - PostgreSQL: the killed client's sessions go away.
+//   - PostgreSQL and MariaDB: the killed client's sessions go away.
 //
 // A line the kill cut is no acknowledgement and is ignored (the torn child
 // makes a real cut). The negative control acknowledges before writing and
@@ -63,7 +63,7 @@ import (
 // The child's environment.
 const (
 	crashModeEnv   = "GORMLOCK_CRASH_CHILD"  // the child's mode; unset in the parent
-	crashTargetEnv = "GORMLOCK_CRASH_TARGET" // the SQLite file or the PostgreSQL DSN
+	crashTargetEnv = "GORMLOCK_CRASH_TARGET" // the SQLite file or the server DSN
 	crashIDsEnv    = "GORMLOCK_CRASH_IDS"    // the accounts, comma-separated
 )
 
@@ -308,8 +308,8 @@ type crashDB struct {
 	kind   string
 	run    string   // random, in owners and application names
 	path   string   // SQLite: the file
-	dsn    string   // PostgreSQL: the schema's DSN
-	admin  *gorm.DB // PostgreSQL: the parent's connection, for pg_stat_activity
+	dsn    string   // PostgreSQL: the schema's DSN; MariaDB: the database's
+	admin  *gorm.DB // servers: the parent's connection, for their session lists
 	starts int      // children started
 }
 
@@ -323,9 +323,21 @@ func newCrashDB(t *testing.T, kind string) *crashDB {
 		require.NoError(t, opendb.Close(testdb.OpenSQLiteFile(t, c.path)))
 		return c
 	}
-	c.dsn = testdb.PostgresSchema(t)
-	db, err := opendb.Postgres(c.dsn)
-	require.NoError(t, err)
+	var db *gorm.DB
+	var err error
+	if kind == "mariadb" {
+		c.dsn = testdb.MariaDBDatabase(t)
+		db, err = opendb.MySQL(c.dsn)
+		require.NoError(t, err)
+		// One connection: the session list leaves out its own.
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		c.dsn = testdb.PostgresSchema(t)
+		db, err = opendb.Postgres(c.dsn)
+		require.NoError(t, err)
+	}
 	t.Cleanup(func() { _ = opendb.Close(db) })
 	require.NoError(t, exampledb.Migrate(testdb.Ctx(t), db))
 	c.admin = db
@@ -335,8 +347,11 @@ func newCrashDB(t *testing.T, kind string) *crashDB {
 // open opens a fresh connection pool, as a process starting after the crash
 // would.
 func (c *crashDB) open() (*gorm.DB, error) {
-	if c.kind == "sqlite" {
+	switch c.kind {
+	case "sqlite":
 		return opendb.SQLite(c.path)
+	case "mariadb":
+		return opendb.MySQL(c.dsn)
 	}
 	return opendb.Postgres(c.dsn)
 }
@@ -379,6 +394,9 @@ func (c *crashDB) start(t *testing.T, mode string, ids []int64) *crashChild {
 	ch := &crashChild{firstAck: make(chan struct{}), torn: make(chan struct{}),
 		outDone: make(chan struct{}), errDone: make(chan struct{})}
 	target := c.path
+	if c.kind == "mariadb" {
+		target = c.dsn // the database is the child's alone
+	}
 	if c.kind == "postgres" {
 		ch.app = fmt.Sprintf("gormlock-crash-%s-%d", c.run, c.starts)
 		target = crashWithApp(c.dsn, ch.app)
@@ -581,7 +599,7 @@ func (l *crashLedger) checkVersionOrder() {
 
 // afterKill checks the database after a kill, on a fresh connection, and
 // makes the recovery write. It returns the summary "id:acked/stored ..." and
-// what it saw of the crash: the SQLite WAL file, or the PostgreSQL sessions.
+// what it saw of the crash: the SQLite WAL file, or the server sessions.
 func (c *crashDB) afterKill(t *testing.T, l *crashLedger, round int, ch *crashChild, acks []crashAck) (summary, seen string) {
 	t.Helper()
 	ctx := testdb.Ctx(t)
@@ -639,7 +657,7 @@ func (c *crashDB) afterKill(t *testing.T, l *crashLedger, round int, ch *crashCh
 	return summary, seen
 }
 
-// waitSessions waits for the killed child's PostgreSQL sessions to go and
+// waitSessions waits for the killed child's server sessions to go and
 // says what it saw; a session still there after crashSessionWait is a
 // violation.
 func (c *crashDB) waitSessions(l *crashLedger, round int, app string) string {
@@ -650,9 +668,16 @@ func (c *crashDB) waitSessions(l *crashLedger, round int, app string) string {
 	begin, first := time.Now(), ""
 	for {
 		var rows []row
-		err := c.admin.Raw("SELECT coalesce(state, '') AS state, count(*) AS n FROM pg_stat_activity WHERE application_name = ? GROUP BY 1 ORDER BY 1", app).Scan(&rows).Error
+		var err error
+		if c.kind == "mariadb" {
+			// MariaDB sessions carry no application name: the child's are
+			// those on its database other than the parent's one connection.
+			err = c.admin.Raw("SELECT command AS state, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() GROUP BY 1 ORDER BY 1").Scan(&rows).Error
+		} else {
+			err = c.admin.Raw("SELECT coalesce(state, '') AS state, count(*) AS n FROM pg_stat_activity WHERE application_name = ? GROUP BY 1 ORDER BY 1", app).Scan(&rows).Error
+		}
 		if err != nil {
-			l.violate(round, "session", "pg_stat_activity: %v", err)
+			l.violate(round, "session", "session list: %v", err)
 			return "?"
 		}
 		if first == "" {

@@ -69,7 +69,7 @@ const (
 func hostileSeed(t *testing.T, db *gorm.DB) *hostileFixture {
 	t.Helper()
 	ctx := testdb.Ctx(t)
-	f := &hostileFixture{dialect: db.Dialector.Name(), db: db}
+	f := &hostileFixture{dialect: hostileDialect(db), db: db}
 	var err error
 	f.accts, err = repository.New[models.Account](db, repository.WithLeaseTTL(time.Minute, hostileLeaseTTL))
 	require.NoError(t, err)
@@ -115,6 +115,15 @@ func hostileSeed(t *testing.T, db *gorm.DB) *hostileFixture {
 
 	f.reload(t)
 	return f
+}
+
+// hostileDialect is db's dialect by testdb's name for it ("sqlite",
+// "postgres", "mariadb"): GORM calls MariaDB's dialector "mysql".
+func hostileDialect(db *gorm.DB) string {
+	if name := db.Dialector.Name(); name != "mysql" {
+		return name
+	}
+	return "mariadb"
 }
 
 // hostileFixtureFor opens a fresh database of dialect and seeds it.
@@ -180,15 +189,19 @@ func hostileSnap(t testing.TB, db *gorm.DB) hostileSnapshot {
 	defer cancel()
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
+	dialect := hostileDialect(db)
 	list := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
-	if db.Dialector.Name() == "postgres" {
+	switch dialect {
+	case "postgres":
 		list = `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`
+	case "mariadb":
+		list = `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1`
 	}
 	tables, err := hostileStrings(ctx, sqlDB, list)
 	require.NoError(t, err)
 	require.NotEmpty(t, tables)
 	rowsOf := map[string][]string{}
-	if db.Dialector.Name() == "postgres" {
+	if dialect == "postgres" {
 		// One round trip: every row of every table as PostgreSQL's own text
 		// of the whole row, which is exact for every column type.
 		var q strings.Builder
@@ -209,8 +222,15 @@ func hostileSnap(t testing.TB, db *gorm.DB) hostileSnapshot {
 		require.NoError(t, rows.Err())
 		require.NoError(t, rows.Close())
 	} else {
+		// SQLite quotes names with "", MariaDB (without ANSI_QUOTES) with
+		// backticks; MariaDB's text protocol gives every value as its
+		// exact bytes.
+		quote := func(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+		if dialect == "mariadb" {
+			quote = func(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
+		}
 		for _, table := range tables {
-			rowsOf[table] = hostileRows(t, ctx, sqlDB, table)
+			rowsOf[table] = hostileRows(t, ctx, sqlDB, table, quote(table))
 		}
 	}
 	snap := hostileSnapshot{}
@@ -229,9 +249,9 @@ func hostileSnap(t testing.TB, db *gorm.DB) hostileSnapshot {
 
 // hostileRows reads every row of table, each as a short text and a digest
 // of its exact values.
-func hostileRows(t testing.TB, ctx context.Context, sqlDB *sql.DB, table string) []string {
+func hostileRows(t testing.TB, ctx context.Context, sqlDB *sql.DB, table, quoted string) []string {
 	t.Helper()
-	rows, err := sqlDB.QueryContext(ctx, `SELECT * FROM "`+strings.ReplaceAll(table, `"`, `""`)+`"`)
+	rows, err := sqlDB.QueryContext(ctx, "SELECT * FROM "+quoted)
 	require.NoError(t, err, "reading table %s", table)
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -427,13 +447,19 @@ func hostileOK(_ string, err error) string {
 	return ""
 }
 
-// hostilePer expects one thing on SQLite and another on PostgreSQL, where
-// the databases legitimately differ (PostgreSQL refuses NUL bytes and
-// invalid UTF-8 in text, SQLite has no row locks to skip or share).
-func hostilePer(sqlite, postgres hostileWant) hostileWant {
+// hostilePer expects one thing on each database, where they legitimately
+// differ: PostgreSQL refuses NUL bytes and invalid UTF-8 in text; SQLite
+// has no row locks to skip or share; MariaDB's keys, lease owners and
+// operation keys are VARBINARY (any bytes, up to a length), its other text
+// columns utf8mb4 (NUL taken, invalid UTF-8 refused with 1366) with a
+// length limit (1406), as the MySQL migrations say.
+func hostilePer(sqlite, postgres, mariadb hostileWant) hostileWant {
 	return func(d string, err error) string {
-		if d == "postgres" {
+		switch d {
+		case "postgres":
 			return postgres(d, err)
+		case "mariadb":
+			return mariadb(d, err)
 		}
 		return sqlite(d, err)
 	}
