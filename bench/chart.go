@@ -39,7 +39,7 @@ func writeChart(path, db string, results []Result) error {
 		p.X.Min, p.X.Max = lo*0.8, hi*1.25
 		p.Legend.Top = true
 		p.Y.Min = 0
-		for i, m := range AllModes {
+		for i, m := range slices.Concat(AllModes, OptInModes) {
 			var pts plotter.XYs
 			for _, r := range results {
 				if r.Keys == k && r.Mode == m {

@@ -30,13 +30,22 @@ const (
 	ModeOptimisticMulti = "optimistic-multi"
 	ModePessimistic     = "pessimistic" // Repository.MutateLocked
 	ModeLease           = "lease"       // GetAndLock + UpdateWithLease
+	// ModeClaim is the work-queue read: in a transaction, Claim (FOR UPDATE
+	// SKIP LOCKED) the first record from the chosen one on that no one
+	// else holds, increment it, commit. It runs only when named, and is
+	// skipped where gormlock refuses Claim (SQLite, Galera).
+	ModeClaim = "claim"
 	// ModeUnguarded reads and writes back with no version and no lock: the
 	// negative control, which loses updates and so fails the run.
 	ModeUnguarded = "unguarded"
 )
 
-// AllModes lists the modes in the order they are reported.
+// AllModes lists the modes that run by default, in the order they are
+// reported.
 var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModeOptimisticMulti, ModePessimistic, ModeLease}
+
+// OptInModes run only when -modes names them.
+var OptInModes = []string{ModeClaim, ModeUnguarded}
 
 // Cell is one measurement: a mode, a number of keys and of workers.
 type Cell struct {
@@ -70,8 +79,25 @@ type Result struct {
 	P99      time.Duration `json:"p99_ns"`
 	Max      time.Duration `json:"max_ns"`
 	// Lost is successful increments minus the counters' growth: anything
-	// but 0 is a lost update, and fails the run.
+	// but 0 is a lost update, and fails the run. On Galera the counters
+	// are read on every node, each after it applied every write the
+	// cluster committed (wsrep_sync_wait), and the nodes must agree.
 	Lost int64 `json:"lost"`
+	// Note says how the mode behaves on this database where that differs
+	// from its description (Galera's node-local row locks).
+	Note string `json:"note,omitempty"`
+	// NodeOps are the successful operations of the workers of each node
+	// (Galera: worker w runs on node w % nodes).
+	NodeOps []int64 `json:"node_ops,omitempty"`
+	// ClusterAborts is, on Galera, how many transactions the cluster
+	// aborted during the cell's rounds — certification failures and
+	// brute-force aborts (wsrep_local_cert_failures + wsrep_local_bf_aborts
+	// on every node): each either answered with error 1213 and retried by
+	// the client, or an autocommit statement the node retried by itself
+	// (wsrep_retry_autocommit) — and AbortsPerOp that per successful
+	// operation.
+	ClusterAborts int64   `json:"cluster_aborts,omitempty"`
+	AbortsPerOp   float64 `json:"cluster_aborts_per_op,omitempty"`
 
 	attempts int64           // every attempt, for RetriesPerOp
 	cpu      time.Duration   // this process's CPU time in the rounds
@@ -85,6 +111,14 @@ func (r *Result) merge(q Result) {
 	r.Errors += q.Errors
 	r.Elapsed += q.Elapsed
 	r.Lost += q.Lost
+	r.Note = q.Note
+	r.ClusterAborts += q.ClusterAborts
+	for i, n := range q.NodeOps {
+		if i == len(r.NodeOps) {
+			r.NodeOps = append(r.NodeOps, 0)
+		}
+		r.NodeOps[i] += n
+	}
 	r.attempts += q.attempts
 	r.cpu += q.cpu
 	r.lat = append(r.lat, q.lat...)
@@ -99,6 +133,7 @@ func (r *Result) finish() {
 	}
 	if r.Ops > 0 {
 		r.CPUPerOp = r.cpu / time.Duration(r.Ops)
+		r.AbortsPerOp = float64(r.ClusterAborts) / float64(r.Ops)
 	}
 	if len(r.lat) > 0 {
 		slices.Sort(r.lat)
@@ -111,31 +146,77 @@ func (r *Result) finish() {
 // errLost marks a cell whose counters do not add up.
 var errLost = errors.New("lost updates")
 
-// harness runs cells against one database.
-type harness struct {
+// errNothingFree is the claim mode's attempt that found every record it
+// could take locked by other workers: it waits and tries again.
+var errNothingFree = errors.New("no free record to claim")
+
+// node is one database server the workers write through: the only one, or
+// one node of a Galera cluster, with a pool and repositories of its own.
+type node struct {
 	db       *gorm.DB
 	sqlDB    *sql.DB
-	accounts *repository.Repository[models.Account] // optimistic and pessimistic
+	accounts *repository.Repository[models.Account] // optimistic, pessimistic, claim
 	leased   *repository.Repository[models.Account] // lease mode: WithLeases
-	dialect  string
-	policy   locking.RetryPolicy
 }
 
-// newHarness prepares the modes on db, every retrying one with policy.
-func newHarness(db *gorm.DB, policy locking.RetryPolicy) (*harness, error) {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
+// harness runs cells against one database, or one Galera cluster.
+type harness struct {
+	// nodes are the servers; worker w of a cell writes through
+	// nodes[w % len(nodes)]. Records are created and deleted through
+	// nodes[0].
+	nodes []*node
+	// sync are, on Galera, the nodes' pools that read with
+	// wsrep_sync_wait=1; nil elsewhere.
+	sync    []*sql.DB
+	db      string // -db: sqlite, postgres, mariadb or galera
+	dialect string // GORM's dialector: sqlite, postgres or mysql
+	policy  locking.RetryPolicy
+}
+
+// newHarness prepares the modes on t's nodes, every retrying one with
+// policy.
+func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, error) {
+	h := &harness{sync: t.sync, db: db, dialect: t.nodes[0].Dialector.Name(), policy: policy}
+	for _, g := range t.nodes {
+		sqlDB, err := g.DB()
+		if err != nil {
+			return nil, err
+		}
+		accounts, err := repository.New[models.Account](g, repository.WithRetryPolicy(policy))
+		if err != nil {
+			return nil, err
+		}
+		leased, err := repository.New[models.Account](g, repository.WithLeases(), repository.WithRetryPolicy(policy))
+		if err != nil {
+			return nil, err
+		}
+		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, leased: leased})
 	}
-	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(policy))
-	if err != nil {
-		return nil, err
+	return h, nil
+}
+
+// skip returns why mode cannot run on this database ("" when it can), as
+// gormlock itself answers: Claim is refused with locking.ErrNotSupported
+// where SKIP LOCKED cannot share work out (SQLite, Galera).
+func (h *harness) skip(ctx context.Context, mode string) string {
+	if mode != ModeClaim {
+		return ""
 	}
-	leased, err := repository.New[models.Account](db, repository.WithLeases(), repository.WithRetryPolicy(policy))
-	if err != nil {
-		return nil, err
+	// Outside a transaction Claim fails either way; the check of the
+	// dialect comes first.
+	if _, err := h.nodes[0].accounts.Claim(ctx, 1); errors.Is(err, locking.ErrNotSupported) {
+		return err.Error()
 	}
-	return &harness{db: db, sqlDB: sqlDB, accounts: accounts, leased: leased, dialect: db.Dialector.Name(), policy: policy}, nil
+	return ""
+}
+
+// note says how mode behaves on this database where that differs from its
+// description.
+func (h *harness) note(mode string) string {
+	if h.db == dbGalera && mode == ModePessimistic {
+		return "node-local: FOR UPDATE holds the row on the worker's node only; a writer on another node is not kept out but loses at certification (1213, ErrDeadlock) and MutateLocked retries it from a fresh transaction"
+	}
+	return ""
 }
 
 // op is one increment of record id; it returns how many attempts it took.
@@ -145,19 +226,25 @@ type op func(ctx context.Context, id int64) (attempts int, err error)
 // checks that no increment was lost. The Result's summary is left to finish.
 func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, error) {
 	owner := fmt.Sprintf("bench-%s-%d-%d-%d", c.Mode, c.Keys, c.Workers, time.Now().UnixNano())
+	first := h.nodes[0]
+	defer first.db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM accounts WHERE owner = ?", owner)
 	ids, err := h.seed(ctx, owner, c.Keys)
 	if err != nil {
 		return Result{}, err
 	}
-	defer h.db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM accounts WHERE owner = ?", owner)
 	incs := make([]op, c.Workers)
 	for w := range incs {
-		if incs[w], err = h.op(c.Mode); err != nil {
+		if incs[w], err = h.op(c.Mode, h.nodes[w%len(h.nodes)], owner); err != nil {
 			return Result{}, err
 		}
 	}
+	aborts0, err := h.clusterAborts(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 
 	var ok, failed, attempts atomic.Int64
+	nodeOps := make([]atomic.Int64, len(h.nodes))
 	lat := make([][]time.Duration, c.Workers)
 	errs := make([]error, c.Workers)
 	var wg sync.WaitGroup
@@ -178,6 +265,7 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 				switch {
 				case err == nil:
 					ok.Add(1)
+					nodeOps[w%len(h.nodes)].Add(1)
 				case errors.Is(err, locking.ErrRetriesExhausted):
 					failed.Add(1)
 				default:
@@ -196,127 +284,299 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	var sum int64
-	if err := h.db.WithContext(ctx).Raw("SELECT COALESCE(SUM(balance), 0) FROM accounts WHERE owner = ?", owner).Scan(&sum).Error; err != nil {
+	aborts1, err := h.clusterAborts(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	sum, err := h.sum(ctx, owner)
+	if err != nil {
 		return Result{}, err
 	}
 	r := Result{Cell: c, Ops: ok.Load(), Errors: failed.Load(), Elapsed: elapsed, Lost: ok.Load() - sum,
-		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), cpu: cpu, lat: slices.Concat(lat...)}
+		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), cpu: cpu, lat: slices.Concat(lat...),
+		Note: h.note(c.Mode), ClusterAborts: aborts1 - aborts0}
+	if len(h.nodes) > 1 {
+		for i := range nodeOps {
+			r.NodeOps = append(r.NodeOps, nodeOps[i].Load())
+		}
+	}
 	if r.Lost != 0 {
 		return r, fmt.Errorf("%w: %s keys=%d workers=%d: %d successful increments, counters grew by %d", errLost, c.Mode, c.Keys, c.Workers, r.Ops, sum)
 	}
 	return r, nil
 }
 
-// seed creates n accounts at balance 0.
+// seed creates n accounts at balance 0 and returns their ids. On Galera it
+// returns once every node has them.
 func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error) {
 	rows := make([]models.Account, n)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range rows {
 		rows[i] = models.Account{Owner: owner, Model: models.Model{Versioned: models.Versioned{Version: 1, CreatedAt: now, UpdatedAt: now}}}
 	}
-	if err := h.db.WithContext(ctx).CreateInBatches(&rows, 500).Error; err != nil {
+	db := h.nodes[0].db.WithContext(ctx)
+	if err := db.CreateInBatches(&rows, 500).Error; err != nil {
 		return nil, err
 	}
-	ids := make([]int64, n)
-	for i := range rows {
-		ids[i] = rows[i].ID
+	// Read the keys back rather than trust the ones GORM filled in: on
+	// Galera each node hands out every third auto-increment value, which
+	// a batch's LAST_INSERT_ID cannot tell.
+	var ids []int64
+	if err := db.Raw("SELECT id FROM accounts WHERE owner = ? ORDER BY id", owner).Scan(&ids).Error; err != nil {
+		return nil, err
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("seeding %d accounts: %d exist", n, len(ids))
+	}
+	for i, s := range h.sync {
+		var k int
+		if err := s.QueryRowContext(ctx, "SELECT COUNT(*) FROM accounts WHERE owner = ?", owner).Scan(&k); err != nil {
+			return nil, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		if k != n {
+			return nil, fmt.Errorf("node %d sees %d of the %d accounts seeded on node 1 after a causal read", i+1, k, n)
+		}
 	}
 	return ids, nil
 }
 
-// op returns the operation of one worker in mode.
-func (h *harness) op(mode string) (op, error) {
+// sum returns the sum of owner's counters. On Galera it reads every node
+// after the node applied every write the cluster committed, and fails
+// when two nodes disagree.
+func (h *harness) sum(ctx context.Context, owner string) (int64, error) {
+	const q = "SELECT COALESCE(SUM(balance), 0) FROM accounts WHERE owner = ?"
+	if len(h.sync) == 0 {
+		var sum int64
+		err := h.nodes[0].db.WithContext(ctx).Raw(q, owner).Scan(&sum).Error
+		return sum, err
+	}
+	sums := make([]int64, len(h.sync))
+	for i, s := range h.sync {
+		if err := s.QueryRowContext(ctx, q, owner).Scan(&sums[i]); err != nil {
+			return 0, fmt.Errorf("node %d: %w", i+1, err)
+		}
+	}
+	for i := range sums {
+		if sums[i] != sums[0] {
+			return 0, fmt.Errorf("the nodes disagree after causal reads: counters sum to %v on nodes 1..%d", sums, len(sums))
+		}
+	}
+	return sums[0], nil
+}
+
+// clusterAborts is, on Galera, the cluster's aborted transactions so far:
+// wsrep_local_cert_failures + wsrep_local_bf_aborts over every node. 0
+// elsewhere.
+func (h *harness) clusterAborts(ctx context.Context) (int64, error) {
+	var total int64
+	for i, s := range h.sync {
+		var n sql.NullInt64
+		err := s.QueryRowContext(ctx, `SELECT SUM(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS
+WHERE VARIABLE_NAME IN ('WSREP_LOCAL_CERT_FAILURES', 'WSREP_LOCAL_BF_ABORTS')`).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("node %d: reading its wsrep counters: %w", i+1, err)
+		}
+		total += n.Int64
+	}
+	return total, nil
+}
+
+// retryable reports whether an attempt of a hand-written loop may run
+// again from a fresh read, as gormlock's Mutate does: the version was
+// stale, or the database refused to apply the write (a deadlock; on Galera
+// a certification conflict with another node, 1213; a serialization
+// failure).
+func retryable(err error) bool { return locking.IsRetryable(locking.Classify(err)) }
+
+// op returns the operation of one worker in mode, writing through n; owner
+// names the cell's records.
+func (h *harness) op(mode string, n *node, owner string) (op, error) {
 	inc := func(a *models.Account) error { a.Balance++; return nil }
 	// mutate runs Mutate or MutateLocked of one repository.
 	mutate := func(call func(context.Context, any, func(*models.Account) error, ...repository.MutateOption) (*models.Account, error)) op {
 		return func(ctx context.Context, id int64) (int, error) {
-			var n int
-			_, err := call(ctx, id, inc, repository.Attempts(&n))
-			return n, err
+			var k int
+			_, err := call(ctx, id, inc, repository.Attempts(&k))
+			return k, err
 		}
 	}
 	switch mode {
 	case ModeRaw:
-		return h.rawOp(), nil
+		return h.rawOp(n), nil
 	case ModeGORM:
-		return h.gormOp(), nil
+		return h.gormOp(n), nil
 	case ModeOptimistic:
-		return mutate(h.accounts.Mutate), nil
+		return mutate(n.accounts.Mutate), nil
 	case ModeOptimisticMulti:
-		own, err := repository.New[models.Account](h.db, repository.WithRetryPolicy(h.policy))
+		own, err := repository.New[models.Account](n.db, repository.WithRetryPolicy(h.policy))
 		if err != nil {
 			return nil, err
 		}
 		return mutate(own.Mutate), nil
 	case ModePessimistic:
-		return mutate(h.accounts.MutateLocked), nil
+		return mutate(n.accounts.MutateLocked), nil
 	case ModeLease:
-		return func(ctx context.Context, id int64) (int, error) {
-			n := 0
-			err := locking.OnError(ctx, h.policy, func(err error) bool {
-				return errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrLeaseExpired) || errors.Is(err, locking.ErrStaleData)
-			}, func(ctx context.Context) error {
-				n++
-				a, lease, err := h.leased.GetAndLock(ctx, id, "bench", repository.TTL(5*time.Second))
+		return h.leaseOp(n), nil
+	case ModeClaim:
+		return h.claimOp(n, owner), nil
+	case ModeUnguarded:
+		return h.unguardedOp(n), nil
+	}
+	return nil, fmt.Errorf("unknown mode %q (want one of %v)", mode, slices.Concat(AllModes, OptInModes))
+}
+
+// leaseOp leases the record, increments it and writes it with the lease,
+// retried while someone else holds the lease. A write the database refused
+// to apply (1213 on Galera) left the lease held: the record is read again
+// and written again with the same lease. Any other failed write gives the
+// lease back before starting over.
+func (h *harness) leaseOp(n *node) op {
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		var lease *repository.Lease
+		err := locking.OnError(ctx, h.policy, func(err error) bool {
+			return errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrLeaseExpired) || retryable(err)
+		}, func(ctx context.Context) error {
+			attempts++
+			var a *models.Account
+			var err error
+			if lease == nil {
+				a, lease, err = n.leased.GetAndLock(ctx, id, "bench", repository.TTL(5*time.Second))
+			} else {
+				// Still ours; the rolled-back write left a's version
+				// changed in memory, so read it again.
+				a, err = n.leased.Get(ctx, id)
+			}
+			if err != nil {
+				if lease != nil {
+					_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+					lease = nil
+				}
+				return err
+			}
+			a.Balance++
+			err = n.leased.UpdateWithLease(ctx, a, lease)
+			switch {
+			case err == nil:
+				lease = nil
+			case errors.Is(err, locking.ErrDeadlock), errors.Is(err, locking.ErrSerialization):
+				// Not applied, and the lease still held: try again with it.
+			default:
+				_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+				lease = nil
+			}
+			return err
+		})
+		if lease != nil {
+			_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+		}
+		return attempts, err
+	}
+}
+
+// claimOp claims, in a transaction, the first record of the cell from id
+// on that no other worker holds (FOR UPDATE SKIP LOCKED), increments it
+// and commits; when every such record is held it waits and tries again.
+func (h *harness) claimOp(n *node, owner string) op {
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, func(err error) bool {
+			return errors.Is(err, errNothingFree) || retryable(err)
+		}, func(ctx context.Context) error {
+			attempts++
+			return repository.RunInTx(ctx, n.db, func(ctx context.Context) error {
+				got, err := n.accounts.Claim(ctx, 1, repository.Where("owner = ? AND id >= ?", owner, id), repository.OrderBy("id", false))
 				if err != nil {
 					return err
 				}
-				a.Balance++
-				return h.leased.UpdateWithLease(ctx, a, lease)
+				if len(got) == 0 {
+					return errNothingFree
+				}
+				got[0].Balance++
+				return n.accounts.Update(ctx, &got[0])
 			})
-			return n, err
-		}, nil
-	case ModeUnguarded:
-		sel, upd := "SELECT balance FROM accounts WHERE id = ?", "UPDATE accounts SET balance = ? WHERE id = ?"
-		if h.dialect == "postgres" {
-			sel, upd = "SELECT balance FROM accounts WHERE id = $1", "UPDATE accounts SET balance = $1 WHERE id = $2"
-		}
-		return func(ctx context.Context, id int64) (int, error) {
-			var balance int64
-			if err := h.sqlDB.QueryRowContext(ctx, sel, id).Scan(&balance); err != nil {
-				return 1, err
-			}
-			_, err := h.sqlDB.ExecContext(ctx, upd, balance+1, id)
-			return 1, err
-		}, nil
+		})
+		return attempts, err
 	}
-	return nil, fmt.Errorf("unknown mode %q (want one of %v)", mode, AllModes)
+}
+
+// unguardedOp reads and writes the counter back with no version and no
+// lock: the negative control. A write the database refused (1213 on
+// Galera: not applied) is tried again from a fresh read.
+func (h *harness) unguardedOp(n *node) op {
+	sel, upd := "SELECT balance FROM accounts WHERE id = ?", "UPDATE accounts SET balance = ? WHERE id = ?"
+	if h.dialect == "postgres" {
+		sel, upd = "SELECT balance FROM accounts WHERE id = $1", "UPDATE accounts SET balance = $1 WHERE id = $2"
+	}
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
+			attempts++
+			var balance int64
+			if err := n.sqlDB.QueryRowContext(ctx, sel, id).Scan(&balance); err != nil {
+				return err
+			}
+			_, err := n.sqlDB.ExecContext(ctx, upd, balance+1, id)
+			return err
+		})
+		return attempts, err
+	}
 }
 
 // rawOp is the read-modify-write loop by hand on database/sql, with the
 // same retry policy: the floor gormlock is measured against. It sends the
 // statements Mutate sends — a SELECT of every column by key, and the
 // guarded UPDATE of every writable column — so the difference between the
-// two modes is gormlock's own cost.
-func (h *harness) rawOp() op {
+// two modes is gormlock's own cost. Like Mutate it retries a stale version
+// and a write the database refused to apply (1213).
+func (h *harness) rawOp(n *node) op {
 	sel := "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = ?"
 	upd := "UPDATE accounts SET owner = ?, balance = ?, frozen = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
-	pg := h.dialect == "postgres"
-	if pg {
+	switch h.dialect {
+	case "postgres":
 		// As gormlock: the version from the database's clock, read back.
 		sel = "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = $1"
 		upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), updated_at = $5 WHERE id = $6 AND version = $7 RETURNING version"
+	case "mysql":
+		// As gormlock: the version from the database's clock, read back
+		// through LAST_INSERT_ID (MySQL has no UPDATE ... RETURNING), which
+		// the server's answer to the UPDATE carries.
+		sel = "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?"
+		upd = "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?"
 	}
+	dialect := h.dialect
 	return func(ctx context.Context, id int64) (int, error) {
-		n := 0
-		err := locking.RetryOnConflict(ctx, h.policy, func(ctx context.Context) error {
-			n++
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
+			attempts++
 			var a models.Account
-			if err := h.sqlDB.QueryRowContext(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
+			if err := n.sqlDB.QueryRowContext(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
 				return err
 			}
 			a.Balance++
 			now := time.Now().UTC().Truncate(time.Microsecond)
-			if pg {
-				var v int64
-				err := h.sqlDB.QueryRowContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version).Scan(&v)
+			switch dialect {
+			case "postgres":
+				err := n.sqlDB.QueryRowContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version).Scan(&a.Version)
 				if errors.Is(err, sql.ErrNoRows) {
 					return locking.ErrStaleData
 				}
 				return err
+			case "mysql":
+				res, err := n.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version)
+				if err != nil {
+					return err
+				}
+				k, err := res.RowsAffected()
+				if err == nil && k == 1 {
+					a.Version, err = res.LastInsertId()
+				}
+				if err != nil || k != 1 {
+					return errors.Join(locking.ErrStaleData, err)
+				}
+				return nil
 			}
-			res, err := h.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version)
+			res, err := n.sqlDB.ExecContext(ctx, upd, a.Owner, a.Balance, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version)
 			if err != nil {
 				return err
 			}
@@ -325,22 +585,22 @@ func (h *harness) rawOp() op {
 			}
 			return nil
 		})
-		return n, err
+		return attempts, err
 	}
 }
 
 // gormOp is what users write today: plain GORM, a hand-written version
-// condition, RowsAffected checked.
-func (h *harness) gormOp() op {
+// condition, RowsAffected checked, retried like the raw mode.
+func (h *harness) gormOp(n *node) op {
 	return func(ctx context.Context, id int64) (int, error) {
-		n := 0
-		err := locking.RetryOnConflict(ctx, h.policy, func(ctx context.Context) error {
-			n++
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
+			attempts++
 			var a models.Account
-			if err := h.db.WithContext(ctx).First(&a, id).Error; err != nil {
+			if err := n.db.WithContext(ctx).First(&a, id).Error; err != nil {
 				return err
 			}
-			res := h.db.WithContext(ctx).Model(&models.Account{}).Where("id = ? AND version = ?", id, a.Version).
+			res := n.db.WithContext(ctx).Model(&models.Account{}).Where("id = ? AND version = ?", id, a.Version).
 				Updates(map[string]any{"balance": a.Balance + 1, "version": a.Version + 1})
 			if res.Error != nil {
 				return res.Error
@@ -350,6 +610,6 @@ func (h *harness) gormOp() op {
 			}
 			return nil
 		})
-		return n, err
+		return attempts, err
 	}
 }

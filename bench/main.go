@@ -6,15 +6,20 @@
 //
 //	go run ./bench                                   # embedded SQLite in a temporary file
 //	go run ./bench -db postgres -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//	go run ./bench -db mariadb -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
+//	go run ./bench -db galera -dsn 'dsn1,dsn2,dsn3'   # or GORMLOCK_GALERA_DSNS; worker w on node w%3
 //	go run ./bench -modes optimistic,pessimistic -workers 32 -keys 1 -duration 5s
 //
 // Modes: raw (the same SQL through database/sql: the floor), gorm (plain GORM
 // with a hand-written WHERE version = ?), optimistic (Mutate), pessimistic
-// (MutateLocked), lease (GetAndLock + UpdateWithLease); and unguarded, the
-// negative control (read, write back, no version), which only runs when named
-// and fails the run by losing updates. Every cell checks
+// (MutateLocked), lease (GetAndLock + UpdateWithLease); and, only when named,
+// claim (Claim, FOR UPDATE SKIP LOCKED, in a transaction; skipped where
+// gormlock refuses it) and unguarded, the negative control (read, write back,
+// no version), which fails the run by losing updates. Every cell checks
 // that no increment was lost — the counters grew by exactly the successful
-// operations — and the run fails loudly when one was.
+// operations — and the run fails loudly when one was. On a Galera cluster
+// the workers are spread over the nodes, each node with its own pool and
+// repositories, and the counters are read on every node after it caught up.
 //
 // Output: the table on stdout (Markdown), results.json and throughput.svg in
 // -out, and progress on stderr.
@@ -36,7 +41,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -52,6 +56,8 @@ type config struct {
 	// machine noise; a cell reports the median round.
 	Rounds int    `json:"rounds"`
 	Out    string `json:"-"`
+	// Nodes is how many servers the workers were spread over (Galera).
+	Nodes int `json:"nodes,omitempty"`
 	// Retry is the policy of every retrying mode (gormlock's and the
 	// hand-written loops alike); the zero value means
 	// locking.DefaultRetryPolicy().
@@ -69,14 +75,22 @@ type report struct {
 	Go      string        `json:"go"`
 	Results []Result      `json:"results"`
 	Sweep   []SweepResult `json:"sweep,omitempty"`
+	// Skipped are the modes this database cannot run, and why.
+	Skipped []Skip `json:"skipped,omitempty"`
+}
+
+// Skip is a mode left out of a run, and gormlock's reason.
+type Skip struct {
+	Mode string `json:"mode"`
+	Why  string `json:"why"`
 }
 
 func main() {
 	var cfg config
 	var modes, workers, keys, dsn string
-	flag.StringVar(&cfg.DB, "db", "sqlite", "database: sqlite or postgres")
-	flag.StringVar(&dsn, "dsn", "", "PostgreSQL `URL` (with -db postgres), or a SQLite file (default: a temporary file)")
-	flag.StringVar(&modes, "modes", strings.Join(AllModes, ","), "comma-separated `modes`")
+	flag.StringVar(&cfg.DB, "db", dbSQLite, "database: "+strings.Join(databases, ", "))
+	flag.StringVar(&dsn, "dsn", "", "the database's `DSN`: a PostgreSQL URL; a MariaDB one, root@tcp(127.0.0.1:3306)/test?parseTime=true; with -db galera, the nodes' DSNs separated by commas (default: $"+galeraEnv+"); or a SQLite file (default: a temporary file)")
+	flag.StringVar(&modes, "modes", strings.Join(AllModes, ","), "comma-separated `modes`; also "+strings.Join(OptInModes, " and ")+", which run only when named")
 	flag.StringVar(&workers, "workers", "1,8,32", "comma-separated worker `counts`")
 	flag.StringVar(&keys, "keys", "1,1000", "comma-separated key `counts` (1 = one hot row)")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell and round")
@@ -88,7 +102,7 @@ func main() {
 	flag.StringVar(&cfg.Out, "out", "bench/out", "output `folder` for results.json and throughput.svg")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
-	sweepPayloads := flag.String("sweep-payloads", "100,102400", "comma-separated payload `bytes` for the size sweep")
+	sweepPayloads := flag.String("sweep-payloads", "", "comma-separated payload `bytes` for the size sweep (default 100,102400; 100,65535 on MariaDB, whose TEXT column holds 64 KB)")
 	flag.Parse()
 	var err error
 	if cfg.Modes, err = parseModes(modes); err == nil {
@@ -97,15 +111,21 @@ func main() {
 		}
 	}
 	if err == nil && *sweepRows != "" {
+		if *sweepPayloads == "" {
+			*sweepPayloads = defaultSweepPayloads(cfg.DB)
+		}
 		if cfg.SweepRows, err = parseInts("sweep-rows", *sweepRows); err == nil {
 			cfg.SweepPayloads, err = parseInts("sweep-payloads", *sweepPayloads)
 		}
 	}
-	if err == nil && cfg.DB != "sqlite" && cfg.DB != "postgres" {
-		err = fmt.Errorf("-db must be sqlite or postgres, got %q", cfg.DB)
+	if err == nil && !slices.Contains(databases, cfg.DB) {
+		err = fmt.Errorf("-db must be one of %s, got %q", strings.Join(databases, ", "), cfg.DB)
 	}
-	if err == nil && cfg.DB == "postgres" && dsn == "" {
-		err = errors.New("-db postgres needs -dsn")
+	if err == nil && (cfg.DB == dbPostgres || cfg.DB == dbMariaDB) && dsn == "" {
+		err = fmt.Errorf("-db %s needs -dsn", cfg.DB)
+	}
+	if err == nil && cfg.DB == dbGalera {
+		_, err = galeraDSNs(dsn)
 	}
 	if err == nil && cfg.Duration <= 0 {
 		err = errors.New("-duration must be positive")
@@ -146,12 +166,8 @@ func parseModes(s string) ([]string, error) {
 	var out []string
 	for _, m := range strings.Split(s, ",") {
 		m = strings.TrimSpace(m)
-		found := m == ModeUnguarded
-		for _, known := range AllModes {
-			found = found || m == known
-		}
-		if !found {
-			return nil, fmt.Errorf("unknown mode %q (want some of %s)", m, strings.Join(AllModes, ","))
+		if !slices.Contains(AllModes, m) && !slices.Contains(OptInModes, m) {
+			return nil, fmt.Errorf("unknown mode %q (want some of %s)", m, strings.Join(slices.Concat(AllModes, OptInModes), ","))
 		}
 		out = append(out, m)
 	}
@@ -172,35 +188,39 @@ func parseInts(name, s string) ([]int, error) {
 
 // run measures every cell of cfg and writes the outputs.
 func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) (err error) {
-	target := dsn
-	if cfg.DB == "sqlite" && dsn != "" {
-		target = "sqlite:" + dsn
+	maxWorkers := 0
+	for _, w := range cfg.Workers {
+		maxWorkers = max(maxWorkers, w)
 	}
-	db, closeDB, err := exampledb.Open(ctx, target, "bench")
+	t, err := openTarget(ctx, stderr, cfg.DB, dsn, maxWorkers)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeDB()) }()
-	if sqlDB, err := db.DB(); err == nil {
-		maxWorkers := 0
-		for _, w := range cfg.Workers {
-			maxWorkers = max(maxWorkers, w)
-		}
-		sqlDB.SetMaxOpenConns(maxWorkers + 4)
-		sqlDB.SetMaxIdleConns(maxWorkers + 4)
-	}
+	defer func() { err = errors.Join(err, t.close()) }()
 	if cfg.Retry == (locking.RetryPolicy{}) {
 		cfg.Retry = locking.DefaultRetryPolicy()
 	}
-	h, err := newHarness(db, cfg.Retry)
+	h, err := newHarness(t, cfg.DB, cfg.Retry)
 	if err != nil {
 		return err
 	}
+	if len(t.nodes) > 1 {
+		cfg.Nodes = len(t.nodes)
+	}
 	rep := report{Config: cfg, Started: time.Now().UTC(), Go: goVersion()}
+	var modes []string
+	for _, m := range cfg.Modes {
+		if why := h.skip(ctx, m); why != "" {
+			fmt.Fprintf(stderr, "bench: %s skipped on %s: %s\n", m, cfg.DB, why)
+			rep.Skipped = append(rep.Skipped, Skip{Mode: m, Why: why})
+			continue
+		}
+		modes = append(modes, m)
+	}
 	var cells []Cell
 	for _, k := range cfg.Keys {
 		for _, w := range cfg.Workers {
-			for _, m := range cfg.Modes {
+			for _, m := range modes {
 				cells = append(cells, Cell{Mode: m, Keys: k, Workers: w})
 			}
 		}
@@ -224,9 +244,10 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	summarize(rep.Results)
 
 	writeTable(stdout, cfg.DB, rep.Results)
+	writeNotes(stdout, rep)
 	if len(cfg.SweepRows) > 0 {
 		fmt.Fprintf(stderr, "size sweep: rows %v, payloads %v\n", cfg.SweepRows, cfg.SweepPayloads)
-		if rep.Sweep, err = sweep(ctx, stderr, db, dsn, cfg.SweepRows, cfg.SweepPayloads, cfg.Duration, cfg.Rounds); err != nil {
+		if rep.Sweep, err = sweep(ctx, stderr, t.nodes[0], t.dsns[0], cfg.SweepRows, cfg.SweepPayloads, cfg.Duration, cfg.Rounds); err != nil {
 			return err
 		}
 		writeSweep(stdout, cfg.DB, rep.Sweep)
@@ -293,17 +314,57 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// writeTable prints the results as a Markdown table.
+// writeTable prints the results as a Markdown table. On Galera it adds
+// the transactions the cluster aborted per operation, and marks the modes
+// whose locks are node-local.
 func writeTable(w io.Writer, db string, results []Result) {
-	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | client CPU/op | retries/op | p50 | p99 | max | errors | lost |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	galera := db == dbGalera
+	aborts, alignAborts := "", ""
+	if galera {
+		aborts, alignAborts = " aborts/op |", "---:|"
+	}
+	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | client CPU/op | retries/op |%s p50 | p99 | max | errors | lost |\n", aborts)
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|\n", alignAborts)
 	for _, r := range results {
 		vs := "—"
 		if r.VsRaw > 0 {
 			vs = fmt.Sprintf("%.2f×", r.VsRaw)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %v | %.2f | %v | %v | %v | %d | %d |\n",
-			db, r.Mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp,
+		mode, extra := r.Mode, ""
+		if galera {
+			extra = fmt.Sprintf(" %.2f |", r.AbortsPerOp)
+			if r.Note != "" {
+				mode += " (node-local)"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %v | %.2f |%s %v | %v | %v | %d | %d |\n",
+			db, mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp, extra,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.Errors, r.Lost)
+	}
+}
+
+// writeNotes prints, under the table, the modes left out and how the
+// others behave where that differs from their description.
+func writeNotes(w io.Writer, rep report) {
+	var notes []string
+	for _, s := range rep.Skipped {
+		notes = append(notes, fmt.Sprintf("%s: skipped: %s", s.Mode, s.Why))
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Note != "" && !seen[r.Mode] {
+			seen[r.Mode] = true
+			notes = append(notes, fmt.Sprintf("%s: %s", r.Mode, r.Note))
+		}
+	}
+	if rep.Config.Nodes > 1 {
+		notes = append(notes, fmt.Sprintf("workers spread over %d nodes (worker w on node w %% %d), each node with its own pool and repositories; aborts/op: transactions the cluster aborted (wsrep_local_cert_failures + wsrep_local_bf_aborts, all nodes) per successful operation; each is either answered with 1213 (ErrDeadlock) and retried by the client, which retries/op counts, or an autocommit statement the node retried by itself (wsrep_retry_autocommit)", rep.Config.Nodes, rep.Config.Nodes))
+	}
+	if len(notes) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
 	}
 }

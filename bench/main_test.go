@@ -25,6 +25,7 @@ func targets(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "bench.db") },
 		"postgres": func(t *testing.T) string { return testdb.PostgresSchema(t) },
+		"mariadb":  func(t *testing.T) string { return testdb.MariaDBDatabase(t) },
 	}
 }
 
@@ -86,10 +87,58 @@ func TestFlagsAreValidated(t *testing.T) {
 	require.Error(t, err)
 	_, err = parseInts("workers", "x")
 	require.Error(t, err)
-	m, err := parseModes("raw, lease")
+	m, err := parseModes("raw, lease, claim, unguarded")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"raw", "lease"}, m)
+	assert.Equal(t, []string{"raw", "lease", "claim", "unguarded"}, m)
 	assert.False(t, errors.Is(err, errLost))
+
+	_, err = galeraDSNs("root@tcp(127.0.0.1:3311)/x")
+	require.ErrorContains(t, err, "at least two nodes")
+	t.Setenv(galeraEnv, "a@tcp(h:1)/x, b@tcp(h:2)/x,c@tcp(h:3)/x")
+	dsns, err := galeraDSNs("")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a@tcp(h:1)/x", "b@tcp(h:2)/x", "c@tcp(h:3)/x"}, dsns)
+	t.Setenv(galeraEnv, "")
+	_, err = galeraDSNs("")
+	require.ErrorContains(t, err, galeraEnv)
+
+	// A DSN of the wrong kind is refused before anything is opened (opendb
+	// would take a non-MySQL DSN for a SQLite file).
+	err = run(context.Background(), &bytes.Buffer{}, &bytes.Buffer{}, config{DB: dbMariaDB, Modes: []string{ModeRaw}, Workers: []int{1}, Keys: []int{1}, Duration: time.Millisecond, Out: t.TempDir()},
+		filepath.Join(t.TempDir(), "not-mysql.db"))
+	require.ErrorContains(t, err, "-db mariadb")
+}
+
+// The claim mode runs where gormlock's Claim does, and is skipped, with
+// gormlock's reason under the table, where it is refused (SQLite).
+func TestClaimRunsOrIsSkipped(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			out := t.TempDir()
+			cfg := config{DB: d, Modes: []string{ModeRaw, ModeClaim}, Workers: []int{4}, Keys: []int{1, 20}, Duration: 150 * time.Millisecond, Out: out}
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
+			b, err := os.ReadFile(filepath.Join(out, "results.json"))
+			require.NoError(t, err)
+			var rep report
+			require.NoError(t, json.Unmarshal(b, &rep))
+			if d == "sqlite" {
+				require.Len(t, rep.Results, 2, "raw only")
+				require.Len(t, rep.Skipped, 1)
+				assert.Equal(t, ModeClaim, rep.Skipped[0].Mode)
+				assert.Contains(t, rep.Skipped[0].Why, "not supported")
+				assert.Contains(t, stdout.String(), "- claim: skipped: ")
+				assert.Contains(t, stderr.String(), "claim skipped on sqlite")
+				return
+			}
+			require.Len(t, rep.Results, 4)
+			assert.Empty(t, rep.Skipped)
+			for _, r := range rep.Results {
+				assert.Positive(t, r.Ops, "%+v", r.Cell)
+				assert.Zero(t, r.Lost, "%+v", r.Cell)
+			}
+		})
+	}
 }
 
 // The size sweep measures every table size and payload in every round, in
@@ -100,13 +149,18 @@ func TestSweep(t *testing.T) {
 			out := t.TempDir()
 			dsn := targets(t)[d](t)
 			schemas := func() (n int64) {
-				if d != "postgres" {
-					return 0
+				switch d {
+				case "postgres":
+					admin, err := opendb.Postgres(testdb.PostgresDSN(t))
+					require.NoError(t, err)
+					defer opendb.Close(admin)
+					require.NoError(t, admin.Raw("SELECT count(*) FROM pg_namespace WHERE nspname LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
+				case "mariadb":
+					admin, err := opendb.MySQL(testdb.MariaDBDSN(t))
+					require.NoError(t, err)
+					defer opendb.Close(admin)
+					require.NoError(t, admin.Raw("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
 				}
-				admin, err := opendb.Postgres(testdb.PostgresDSN(t))
-				require.NoError(t, err)
-				defer opendb.Close(admin)
-				require.NoError(t, admin.Raw("SELECT count(*) FROM pg_namespace WHERE nspname LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
 				return n
 			}
 			before := schemas()

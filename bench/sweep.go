@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -42,10 +43,18 @@ type sweepTable struct {
 // combination of table size and payload size, one worker, for d each, in
 // rounds: every round visits every size and payload, so each ratio compares
 // measurements taken next to each other. Each size lives in its own
-// database — a SQLite file in a temporary directory, or a PostgreSQL schema
-// of the database dsn names, dropped at the end — since one table cannot
-// hold 1,000 and 1,000,000 rows at the same time.
+// database — a SQLite file in a temporary directory, a PostgreSQL schema of
+// the database dsn names, or a MariaDB database on the server dsn names
+// (on Galera, through the first node), dropped at the end — since one table
+// cannot hold 1,000 and 1,000,000 rows at the same time.
 func sweep(ctx context.Context, stderr io.Writer, db *gorm.DB, dsn string, sizes, payloads []int, d time.Duration, rounds int) (out []SweepResult, err error) {
+	if db.Dialector.Name() == "mysql" {
+		for _, p := range payloads {
+			if p > mysqlTextMax {
+				return nil, fmt.Errorf("-sweep-payloads: %d bytes do not fit documents.title, a TEXT column on MariaDB and MySQL (%d bytes at most)", p, mysqlTextMax)
+			}
+		}
+	}
 	var tables []sweepTable
 	defer func() {
 		for _, t := range tables {
@@ -114,23 +123,51 @@ func sweep(ctx context.Context, stderr io.Writer, db *gorm.DB, dsn string, sizes
 	return out, nil
 }
 
-// sweepSchemaPrefix starts the names of the PostgreSQL schemas the sweep
-// creates (and drops when it ends).
+// sweepSchemaPrefix starts the names of the PostgreSQL schemas and the
+// MariaDB databases the sweep creates (and drops when it ends).
 const sweepSchemaPrefix = "gormlock_bench_sweep_"
+
+// mysqlTextMax is the most bytes a TEXT column holds on MySQL and MariaDB
+// (documents.title in the examples' migration).
+const mysqlTextMax = 65535
+
+// defaultSweepPayloads is -sweep-payloads when not given: 100 B and
+// 100 KB, or 64 KB where documents.title is a TEXT column that holds no
+// more.
+func defaultSweepPayloads(db string) string {
+	if db == dbMariaDB || db == dbGalera {
+		return "100," + fmt.Sprint(mysqlTextMax)
+	}
+	return "100,102400"
+}
 
 // openSweepTable opens a fresh, migrated database next to db and fills its
 // documents table with sweep-1 .. sweep-n.
 func openSweepTable(ctx context.Context, db *gorm.DB, dsn string, n int) (sweepTable, error) {
 	target, dropSchema := "", func() error { return nil }
-	if db.Dialector.Name() == "postgres" {
-		schema := fmt.Sprintf("%s%d_%d", sweepSchemaPrefix, n, time.Now().UnixNano())
-		if err := db.WithContext(ctx).Exec("CREATE SCHEMA " + schema).Error; err != nil {
+	name := fmt.Sprintf("%s%d_%d", sweepSchemaPrefix, n, time.Now().UnixNano())
+	switch db.Dialector.Name() {
+	case "postgres":
+		if err := db.WithContext(ctx).Exec("CREATE SCHEMA " + name).Error; err != nil {
 			return sweepTable{}, err
 		}
 		dropSchema = func() error {
-			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE").Error
+			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP SCHEMA IF EXISTS " + name + " CASCADE").Error
 		}
-		target = exampledb.WithSearchPath(dsn, schema)
+		target = exampledb.WithSearchPath(dsn, name)
+	case "mysql":
+		// MySQL's schemas are its databases: a database of its own on the
+		// same server.
+		var err error
+		if target, err = withDatabase(dsn, name); err != nil {
+			return sweepTable{}, err
+		}
+		if err := db.WithContext(ctx).Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4").Error; err != nil {
+			return sweepTable{}, err
+		}
+		dropSchema = func() error {
+			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP DATABASE IF EXISTS " + name).Error
+		}
 	}
 	sdb, closeDB, err := exampledb.Open(ctx, target, fmt.Sprintf("sweep-%d", n))
 	if err != nil {
@@ -146,8 +183,12 @@ func openSweepTable(ctx context.Context, db *gorm.DB, dsn string, n int) (sweepT
 	return t, nil
 }
 
-// fill adds documents sweep-1 .. sweep-n in one statement.
+// fill adds documents sweep-1 .. sweep-n in one statement (on MySQL, one
+// per 100,000).
 func fill(ctx context.Context, db *gorm.DB, n int) error {
+	if db.Dialector.Name() == "mysql" {
+		return fillMySQL(ctx, db, n)
+	}
 	q := `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?)
 INSERT INTO documents (id, title, attrs, version, created_at, updated_at)
 SELECT 'sweep-' || x, 'x', '{}', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM c`
@@ -162,6 +203,37 @@ SELECT 'sweep-' || g, 'x', '{}', 1, now(), now() FROM generate_series(1, ?::bigi
 		return db.WithContext(ctx).Exec("ANALYZE documents").Error
 	}
 	return nil
+}
+
+// fillMySQL is fill on MySQL and MariaDB, whose recursive queries stop at
+// 1,000 rows by default (max_recursive_iterations, cte_max_recursion_depth):
+// the numbers come from a cross join of digits instead, 100,000 rows per
+// statement, which keeps each transaction (and a Galera write set) small.
+func fillMySQL(ctx context.Context, db *gorm.DB, n int) error {
+	const digits = "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	var num, from strings.Builder
+	for k, p := 0, 1; p < n; k, p = k+1, p*10 {
+		if k > 0 {
+			num.WriteString(" + ")
+			from.WriteString(" CROSS JOIN ")
+		}
+		fmt.Fprintf(&num, "%d * d%d.x", p, k)
+		fmt.Fprintf(&from, "%s AS d%d", digits, k)
+	}
+	if num.Len() == 0 { // n == 1
+		num.WriteString("0")
+		from.WriteString("(SELECT 0 AS x) AS d0")
+	}
+	q := `INSERT INTO documents (id, title, attrs, version, created_at, updated_at)
+SELECT CONCAT('sweep-', g.x), 'x', '{}', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+FROM (SELECT ` + num.String() + ` + 1 AS x FROM ` + from.String() + `) AS g WHERE g.x BETWEEN ? AND ?`
+	const chunk = 100000
+	for lo := 1; lo <= n; lo += chunk {
+		if err := db.WithContext(ctx).Exec(q, lo, min(lo+chunk-1, n)).Error; err != nil {
+			return err
+		}
+	}
+	return db.WithContext(ctx).Exec("ANALYZE TABLE documents").Error
 }
 
 // medianDuration returns the median of ds.
