@@ -24,10 +24,12 @@ import (
 var rawUpdateSQL = map[string]string{
 	"sqlite":   "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 	"postgres": `UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND "version" = $7 RETURNING "version"`,
+	"mariadb":  "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?",
 }
 
 // rawUpdate sends rawUpdateSQL for x on sqlDB, as Update does (on
-// PostgreSQL reading the new version back), and reports whether it matched.
+// PostgreSQL and MariaDB reading the new version back), and reports whether
+// it matched.
 func rawUpdate(ctx context.Context, sqlDB *sql.DB, dialect string, x *models.Account) (bool, error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	if dialect == "postgres" {
@@ -45,6 +47,9 @@ func rawUpdate(ctx context.Context, sqlDB *sql.DB, dialect string, x *models.Acc
 		return false, err
 	}
 	n, err := res.RowsAffected()
+	if n == 1 && dialect == "mariadb" {
+		v, err = res.LastInsertId() // the version the server set
+	}
 	if n == 1 {
 		x.Version, x.UpdatedAt = v, now
 	}
@@ -202,6 +207,7 @@ func BenchmarkGet(b *testing.B) {
 var rawSelectSQL = map[string]string{
 	"sqlite":   "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 	"postgres": `SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
+	"mariadb":  "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 }
 
 // BenchmarkMutate compares Mutate (read, fn, guarded write) with the same

@@ -26,7 +26,7 @@ import (
 // holder keeps record id locked in a transaction of its own until release
 // is called; release commits and waits for the commit.
 type holder struct {
-	pid      int64 // PostgreSQL backend of the holding transaction
+	pid      int64 // server session (PostgreSQL backend, MariaDB connection) of the holding transaction
 	release  chan struct{}
 	done     chan error
 	commitAt atomic.Int64 // event number of the commit, see seq
@@ -49,8 +49,8 @@ func holdLock(t *testing.T, db *gorm.DB, accounts *repository.Repository[models.
 				locked <- err
 				return err
 			}
-			if db.Dialector.Name() == "postgres" {
-				if err := accounts.DB(ctx).Raw("SELECT pg_backend_pid()").Scan(&h.pid).Error; err != nil {
+			if pidSQL := map[string]string{"postgres": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}[db.Dialector.Name()]; pidSQL != "" {
+				if err := accounts.DB(ctx).Raw(pidSQL).Scan(&h.pid).Error; err != nil {
 					locked <- err
 					return err
 				}
@@ -81,19 +81,24 @@ func (h *holder) stop() error {
 	return h.err
 }
 
-// waitBlocked waits until a PostgreSQL backend is blocked by the holder's
+// waitBlocked waits until a server session is blocked by the holder's
 // transaction. SQLite cannot report waiters; there it gives the waiter a
 // moment to reach the lock, and the test's ordering check still holds (a
 // waiter that was late is merely not tested for waiting).
 func waitBlocked(t *testing.T, db *gorm.DB, h *holder) {
 	t.Helper()
-	if db.Dialector.Name() != "postgres" {
+	blocked := map[string]string{
+		"postgres": "SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))",
+		"mysql": `SELECT count(*) FROM information_schema.innodb_lock_waits w
+			JOIN information_schema.innodb_trx b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?`,
+	}[db.Dialector.Name()]
+	if blocked == "" {
 		time.Sleep(100 * time.Millisecond)
 		return
 	}
 	require.Eventually(t, func() bool {
 		var n int64
-		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))", h.pid).Scan(&n).Error)
+		require.NoError(t, db.Raw(blocked, h.pid).Scan(&n).Error)
 		return n > 0
 	}, 10*time.Second, 5*time.Millisecond, "the second locker never blocked on the first")
 }
@@ -247,7 +252,7 @@ func TestLockedReadNeedsTransaction(t *testing.T) {
 		assert.Contains(t, err.Error(), "needs a transaction")
 		_, err = accounts.GetManyLocked(ctx, []any{a.ID})
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		if db.Dialector.Name() == "postgres" {
+		if db.Dialector.Name() != "sqlite" {
 			_, err = accounts.Claim(ctx, 1)
 			require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		}
