@@ -233,7 +233,10 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 	read := func(prior *Operation) error {
 		e, err := r.Get(ctx, id)
 		if err != nil {
-			return fmt.Errorf("%s: operation %q was applied (version %d); reading the record now: %w", r.m.table, k.key, prior.Version, err)
+			// Applied, but the record cannot be shown: never an error
+			// that reads as "not applied" (a deleted record's
+			// ErrNotFound, say). LookupOperation tells the caller.
+			return locking.Unknown(fmt.Errorf("%s: operation %q was applied (version %d), but reading the record now failed: %w", r.m.table, k.key, prior.Version, err))
 		}
 		*out = e
 		return nil
@@ -249,6 +252,12 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 					locking.ErrInvalidArgument, locking.ErrOperationKeyReused, k.key, prior.Kind, prior.Table, prior.RecordKey)
 			}
 			kc.uncertain = false
+			if *out != nil && r.versionOf(ctx, reflectElem(*out)) == prior.Version {
+				// The attempt whose outcome was unknown applied: its
+				// entity is the call's answer, as it wrote it, not
+				// whatever another writer made of the record since.
+				return nil
+			}
 			return read(prior)
 		}
 		kc.uncertain = false // not applied, and now never will be

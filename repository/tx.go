@@ -22,6 +22,9 @@ type txState struct {
 	sqlDB *sql.DB
 	tx    *gorm.DB
 	iso   sql.IsolationLevel // as RunInTx was asked; LevelDefault otherwise
+	// commitInCtx: send COMMIT as a statement bound to the context
+	// (MySQL: see runBegun).
+	commitInCtx bool
 
 	mu sync.Mutex
 	// rolledBack is the error of a statement after which the database
@@ -144,6 +147,7 @@ func (s store) runTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w lockW
 			return fmt.Errorf("%s: begin: %w", op, locking.Classify(tx.Error))
 		}
 		st.tx = tx
+		st.commitInCtx = s.caps.Dialector() == dialect.MySQL
 	}
 	return runBegun(ctx, st, op, fn)
 }
@@ -181,6 +185,20 @@ func runBegun(ctx context.Context, st *txState, op string, fn func(context.Conte
 		return fmt.Errorf("%s: not committed: %w", op, err)
 	}
 	committed = true // a failed COMMIT ends the transaction as well
+	if st.commitInCtx && ctx.Done() != nil {
+		// go-sql-driver/mysql's Commit waits for the answer with no
+		// deadline: a lost answer would hold the call forever, whatever
+		// ctx says. As a statement, COMMIT ends with ctx (the driver closes
+		// the connection), and the outcome is then unknown. database/sql's
+		// own Commit that follows finds no transaction on the server and
+		// changes nothing; its error cannot undo the commit made.
+		if _, err := st.tx.Statement.ConnPool.ExecContext(ctx, "COMMIT"); err != nil {
+			_ = st.tx.Rollback()
+			return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
+		}
+		_ = st.tx.Commit()
+		return nil
+	}
 	if err := st.tx.Commit().Error; err != nil {
 		return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -169,14 +171,34 @@ func faultTargets() []faultTarget {
 	}
 }
 
-// TestFaultsAtProtocolPoints cuts the connection just before or just after
-// each statement (or COMMIT) a write sends, or swallows the answer until
-// the context ends, and checks that what the call reported matches what the
-// database holds: applied is there, not applied is not, and an unknown
-// outcome is resolved by the operation key — LookupOperation's answer
-// matches the database, and repeating the call with the key applies it
-// exactly once.
-func TestFaultsAtProtocolPoints(t *testing.T) {
+// faultDB is one database server the fault tests run on: the database
+// reached directly (to prepare records and read the truth) and through a
+// faultproxy, and what differs between the servers.
+type faultDB struct {
+	dialect    string
+	direct     *gorm.DB
+	directRepo *repository.Repository[models.Account]
+	proxy      *faultproxy.Proxy
+	repo       *repository.Repository[models.Account] // through the proxy
+	// rule returns the rule that cuts at point, a fault point as
+	// faultTargets names it (PostgreSQL's spelling).
+	rule func(point string) faultproxy.Rule
+	// exact means that every target sends every point it names, so a
+	// rule that does not fire fails the test instead of skipping it.
+	exact bool
+	// settle returns once what the server received of a faulted call has
+	// run to its end (the proxy's connections have been cut).
+	settle func(t *testing.T)
+	// beforeLatency and afterLatency run around each call of the latency
+	// part: afterLatency returns once what the server received has run to
+	// its end.
+	beforeLatency, afterLatency func(t *testing.T)
+	// budgets returns the times target's calls have in the latency part.
+	budgets func(t *testing.T, target faultTarget) []time.Duration
+}
+
+// faultPostgres is PostgreSQL for the fault tests.
+func faultPostgres(t *testing.T) *faultDB {
 	dsn := testdb.PostgresSchema(t)
 	direct, err := opendb.Postgres(dsn)
 	require.NoError(t, err)
@@ -185,7 +207,10 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 	directRepo, err := repository.New[models.Account](direct)
 	require.NoError(t, err)
 
-	u, err := url.Parse(dsn)
+	// The proxied sessions carry an application name of their own, so that
+	// the wait below leaves out every other client of the server.
+	app := fmt.Sprintf("glfaults%d", time.Now().UnixNano()%1e9)
+	u, err := url.Parse(exampledb.WithParam(dsn, "application_name", app))
 	require.NoError(t, err)
 	proxy, err := faultproxy.Start(u.Host, faultproxy.Postgres)
 	require.NoError(t, err)
@@ -197,36 +222,217 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 	repo, err := repository.New[models.Account](viaProxy)
 	require.NoError(t, err)
 
+	return &faultDB{
+		dialect: "postgres", direct: direct, directRepo: directRepo, proxy: proxy, repo: repo,
+		rule: func(point string) faultproxy.Rule { return faultproxy.Rule{Match: point} },
+		settle: func(t *testing.T) {
+			// Let a statement the server received finish.
+			time.Sleep(100 * time.Millisecond)
+			require.Eventually(t, func() bool {
+				var n int64
+				_ = direct.Raw("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%accounts%' AND application_name = ? AND pid <> pg_backend_pid()", app).Scan(&n).Error
+				return n == 0
+			}, 5*time.Second, 20*time.Millisecond)
+		},
+		beforeLatency: func(*testing.T) {},
+		afterLatency: func(*testing.T) {
+			time.Sleep(300 * time.Millisecond) // what the server received runs to its end
+		},
+		budgets: func(*testing.T, faultTarget) []time.Duration {
+			return []time.Duration{100 * time.Millisecond, 125 * time.Millisecond, 150 * time.Millisecond}
+		},
+	}
+}
+
+// faultMariaDB is MariaDB for the fault tests.
+//
+// go-sql-driver/mysql sends START TRANSACTION and COMMIT as text, and
+// gormlock's transactions on MySQL begin with SET TRANSACTION ISOLATION
+// LEVEL READ COMMITTED, which contains "commit" too: the COMMIT point
+// skips that one match. The points are exact (every target sends all it
+// names), so a skip that went wrong fails instead of skipping.
+//
+// Nothing is left to timing: after a fault every connection of the proxy
+// is cut on both sides, and the wait is for every server session on the
+// test's database other than the direct connection to end. A server
+// session ends only after it has read, run and answered (into a closed
+// socket) everything it was sent, and rolled back a transaction left open;
+// a context that ends leaves the statement running on the server
+// (go-sql-driver/mysql sends no KILL QUERY), and that too is over once the
+// session is gone.
+func faultMariaDB(t *testing.T) *faultDB {
+	dsn := testdb.MariaDBDatabase(t)
+	direct, err := opendb.MySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = opendb.Close(direct) })
+	require.NoError(t, exampledb.Migrate(context.Background(), direct))
+	directRepo, err := repository.New[models.Account](direct)
+	require.NoError(t, err)
+	// One direct connection: the session list below leaves out its own,
+	// and so every direct session.
+	directSQL, err := direct.DB()
+	require.NoError(t, err)
+	directSQL.SetMaxOpenConns(1)
+
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	proxy, err := faultproxy.Start(cfg.Addr, faultproxy.MySQL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg.Addr = proxy.Addr()
+	viaProxy, err := opendb.MySQL(cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = opendb.Close(viaProxy) })
+	repo, err := repository.New[models.Account](viaProxy)
+	require.NoError(t, err)
+	viaSQL, err := viaProxy.DB()
+	require.NoError(t, err)
+
+	settle := func(t *testing.T) {
+		t.Helper()
+		var sessions []string
+		require.Eventually(t, func() bool {
+			sessions = nil
+			err := direct.Raw("SELECT CONCAT(id, ' ', command, ' ', COALESCE(state, ''), ' ', COALESCE(info, '')) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()").Scan(&sessions).Error
+			return err == nil && len(sessions) == 0
+		}, 10*time.Second, 10*time.Millisecond, "server sessions of the cut connections are still there: %q", &sessions)
+	}
+	// A connection made without the latency, for the next call: under it,
+	// the login and the session settings would take most of the call's
+	// time.
+	warm := func(t *testing.T) {
+		proxy.SetLatency(0)
+		require.NoError(t, viaSQL.PingContext(context.Background()))
+		proxy.SetLatency(faultLatency)
+	}
+	afterLatency := func(t *testing.T) {
+		proxy.CutAll()
+		settle(t)
+	}
+	return &faultDB{
+		dialect: "mariadb", direct: direct, directRepo: directRepo, proxy: proxy, repo: repo,
+		rule:          mariaDBRule,
+		exact:         true,
+		settle:        settle,
+		beforeLatency: warm,
+		afterLatency:  afterLatency,
+		// go-sql-driver/mysql sends a statement with arguments as a
+		// prepare, an execute and a close, and a transaction begins with
+		// two statements: a call makes many more round trips than with
+		// pgx, which sends a statement in one. The deadlines are a fifth,
+		// two fifths, ... six fifths of how long the call takes without
+		// one, so they fall from its first statement to its COMMIT and
+		// beyond.
+		budgets: func(t *testing.T, target faultTarget) []time.Duration {
+			var full time.Duration
+			t.Run(target.name+"/latency without a deadline", func(t *testing.T) {
+				a := target.prepare(t, directRepo)
+				warm(t)
+				begin := time.Now()
+				err := target.write(context.Background(), repo, a, fmt.Sprintf("latency-full-%d", time.Now().UnixNano()))
+				full = time.Since(begin)
+				afterLatency(t)
+				require.NoError(t, err)
+				require.True(t, target.done(t, direct, a))
+				t.Logf("%v", full)
+			})
+			var budgets []time.Duration
+			for k := 1; k <= 6; k++ {
+				budgets = append(budgets, full*time.Duration(k)/5)
+			}
+			return budgets
+		},
+	}
+}
+
+// mariaDBRule spells a fault point of faultTargets as MariaDB receives it.
+func mariaDBRule(point string) faultproxy.Rule {
+	switch point {
+	case "begin":
+		return faultproxy.Rule{Match: "START TRANSACTION"}
+	case "commit":
+		// The first match is SET TRANSACTION ISOLATION LEVEL READ
+		// COMMITTED, which begins the transaction.
+		return faultproxy.Rule{Match: "COMMIT", Skip: 1}
+	}
+	return faultproxy.Rule{Match: strings.ReplaceAll(point, `"`, "`")}
+}
+
+// TestFaultsAtProtocolPoints cuts the connection just before or just after
+// each statement (or COMMIT) a write sends, or swallows the answer until
+// the context ends, and checks that what the call reported matches what the
+// database holds: applied is there, not applied is not, and an unknown
+// outcome is resolved by the operation key — LookupOperation's answer
+// matches the database, and repeating the call with the key applies it
+// exactly once. It runs on PostgreSQL and on MariaDB.
+func TestFaultsAtProtocolPoints(t *testing.T) {
+	for _, dialect := range []string{"postgres", "mariadb"} {
+		t.Run(dialect, func(t *testing.T) {
+			var d *faultDB
+			if dialect == "postgres" {
+				d = faultPostgres(t)
+			} else {
+				d = faultMariaDB(t)
+			}
+			testFaults(t, d)
+		})
+	}
+}
+
+// faultCallTime is the time each faulted call has; faultReturnGrace is how
+// long after that it may take to return, on a loaded machine.
+const faultCallTime, faultReturnGrace = 500 * time.Millisecond, 5 * time.Second
+
+// faultLatency is how long the latency part holds each message to the
+// server.
+const faultLatency = 40 * time.Millisecond
+
+func testFaults(t *testing.T, d *faultDB) {
+	direct, directRepo, proxy, repo := d.direct, d.directRepo, d.proxy, d.repo
+	began := time.Now()
 	counts := map[outcome]int{}
 	faults := 0
 	for _, target := range faultTargets() {
 		for _, stmt := range target.statements {
 			for _, action := range []faultproxy.Action{faultproxy.CutBefore, faultproxy.CutAfter, faultproxy.Blackhole} {
-				name := fmt.Sprintf("%s/%s %s", target.name, action, stmt)
+				rule := d.rule(stmt)
+				rule.Action = action
+				name := fmt.Sprintf("%s/%s %s", target.name, action, rule.Match)
 				t.Run(name, func(t *testing.T) {
 					a := target.prepare(t, directRepo)
 					key := fmt.Sprintf("fault-%d", time.Now().UnixNano())
 					before := proxy.Fired()
-					proxy.Arm(faultproxy.Rule{Match: stmt, Action: action})
-					ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-					err := target.write(ctx, repo, a, key)
+					proxy.Arm(rule)
+					ctx, cancel := context.WithTimeout(context.Background(), faultCallTime)
+					ret := make(chan error, 1)
+					go func() { ret <- target.write(ctx, repo, a, key) }()
+					var err error
+					select {
+					case err = <-ret:
+					case <-time.After(faultCallTime + faultReturnGrace):
+						// A call must return by its deadline; one that
+						// waits on a silent connection past it is a
+						// failure. Cutting the connections ends the wait,
+						// and what it then reports is checked as usual.
+						t.Errorf("%s did not return within %v of its deadline (%s at %q): it waits on the silent connection regardless of its context",
+							target.name, faultReturnGrace, action, rule.Match)
+						proxy.CutAll()
+						err = <-ret
+					}
 					cancel()
 					fired := proxy.Fired() > before
 					proxy.Disarm()
 					proxy.CutAll()
 					if !fired {
+						if d.exact {
+							t.Fatalf("%s sends %q, but the rule %+v did not fire (err %v)", target.name, stmt, rule, err)
+						}
 						t.Skipf("%s does not send %q", target.name, stmt)
 					}
 					faults++
 					got := outcomeOf(err)
 					counts[got]++
-					// Let a statement the server received finish.
-					time.Sleep(100 * time.Millisecond)
-					require.Eventually(t, func() bool {
-						var n int64
-						_ = direct.Raw("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%accounts%' AND pid <> pg_backend_pid()").Scan(&n).Error
-						return n == 0
-					}, 5*time.Second, 20*time.Millisecond)
+					d.settle(t)
 					isDone := target.done(t, direct, a)
 					switch got {
 					case applied:
@@ -255,21 +461,22 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 		}
 	}
 	// Latency: every message to the server is held 40 ms and the calls
-	// have 150 ms, so their deadlines fall at every stage of their
+	// have deadlines (d.budgets) that fall at every stage of their
 	// statements. What each reports still matches the database.
-	proxy.SetLatency(40 * time.Millisecond)
+	proxy.SetLatency(faultLatency)
 	for _, target := range faultTargets() {
-		for i := range 3 {
+		for i, budget := range d.budgets(t, target) {
 			t.Run(fmt.Sprintf("%s/latency %d", target.name, i), func(t *testing.T) {
 				a := target.prepare(t, directRepo)
 				key := fmt.Sprintf("latency-%d", time.Now().UnixNano())
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(100+25*i)*time.Millisecond)
+				d.beforeLatency(t)
+				ctx, cancel := context.WithTimeout(context.Background(), budget)
 				err := target.write(ctx, repo, a, key)
 				cancel()
 				faults++
 				got := outcomeOf(err)
 				counts[got]++
-				time.Sleep(300 * time.Millisecond) // what the server received runs to its end
+				d.afterLatency(t)
 				isDone := target.done(t, direct, a)
 				switch got {
 				case applied:
@@ -288,8 +495,13 @@ func TestFaultsAtProtocolPoints(t *testing.T) {
 		}
 	}
 	proxy.SetLatency(0)
-	t.Logf("%d faults injected: %d reported applied, %d not applied, %d unknown; every report matched the database",
-		faults, counts[applied], counts[notApplied], counts[unknown])
+	verdict := "every report matched the database"
+	if t.Failed() {
+		verdict = "see the failures above"
+	}
+	t.Logf("%s: %d faults injected: %d reported applied, %d not applied, %d unknown; %s (%v)",
+		d.dialect, faults, counts[applied], counts[notApplied], counts[unknown], verdict, time.Since(began).Round(time.Millisecond))
+	require.Zero(t, proxy.Unparsed(), "a connection the proxy could not read: no rule could fire on it")
 	require.Positive(t, counts[unknown], "some cut must leave the outcome unknown")
 	require.Positive(t, counts[notApplied], "some cut must be a definite failure")
 }

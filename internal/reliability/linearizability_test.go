@@ -38,7 +38,7 @@ func long() bool { return os.Getenv("GORMLOCK_RELIABILITY") == "long" }
 // told, through the environment.
 type linConfig struct {
 	Dialect   string `json:"dialect"`
-	DSN       string `json:"dsn"` // a SQLite file or a PostgreSQL DSN
+	DSN       string `json:"dsn"` // a SQLite file, a PostgreSQL DSN or a MariaDB DSN
 	Seed      uint64 `json:"seed"`
 	Ops       int    `json:"ops"`     // per client
 	Clients   int    `json:"clients"` // per process
@@ -57,11 +57,11 @@ type linRun struct {
 }
 
 // TestLinearizable runs the workload on each database over several seeds,
-// and on PostgreSQL once more while the database terminates the clients'
-// sessions at random (pg_terminate_backend): every history must be
-// linearizable. Each client is its own Repository in one of 4 processes,
-// so nothing in a process queues the callers and the version guard alone
-// keeps them apart.
+// and on PostgreSQL and MariaDB once more while the database terminates the
+// clients' sessions at random (pg_terminate_backend, KILL CONNECTION):
+// every history must be linearizable. Each client is its own Repository in
+// one of 4 processes, so nothing in a process queues the callers and the
+// version guard alone keeps them apart.
 func TestLinearizable(t *testing.T) {
 	seeds, opsPerSeed := 5, 4000
 	if long() {
@@ -71,12 +71,13 @@ func TestLinearizable(t *testing.T) {
 		dialect string
 		kill    bool
 	}
-	for _, v := range []variant{{"sqlite", false}, {"postgres", false}, {"postgres", true}} {
+	for _, v := range []variant{{"sqlite", false}, {"postgres", false}, {"postgres", true}, {"mariadb", false}, {"mariadb", true}} {
 		name := v.dialect
 		if v.kill {
-			name += "/pg_terminate_backend"
+			name += map[string]string{"postgres": "/pg_terminate_backend", "mariadb": "/KILL CONNECTION"}[v.dialect]
 		}
 		t.Run(name, func(t *testing.T) {
+			began := time.Now()
 			var total linRun
 			for seed := 1; seed <= seeds; seed++ {
 				run := linWorkload(t, v.dialect, uint64(seed), opsPerSeed, v.kill, false)
@@ -89,8 +90,8 @@ func TestLinearizable(t *testing.T) {
 				total.unknown += run.unknown
 				total.terminated += run.terminated
 			}
-			t.Logf("%s: %d seeds, %d operations checked, %d unknown outcomes, %d sessions terminated, 0 non-linearizable histories",
-				name, seeds, total.ops, total.unknown, total.terminated)
+			t.Logf("%s: %d seeds, %d operations checked, %d unknown outcomes, %d sessions terminated, 0 non-linearizable histories (%v)",
+				name, seeds, total.ops, total.unknown, total.terminated, time.Since(began).Round(time.Millisecond))
 		})
 	}
 }
@@ -121,13 +122,29 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 	case "sqlite":
 		dsn = filepath.Join(dir, "lin.db")
 		db = testdb.OpenSQLiteFile(t, dsn)
-	default:
+	case "postgres":
 		dsn = exampledb.WithParam(testdb.PostgresSchema(t), "application_name", app)
 		var err error
 		db, err = opendb.Postgres(dsn)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = opendb.Close(db) })
 		require.NoError(t, exampledb.Migrate(context.Background(), db))
+	case "mariadb":
+		// A database of its own: the clients' sessions are the ones on
+		// it, other than the parent's.
+		dsn = testdb.MariaDBDatabase(t)
+		var err error
+		db, err = opendb.MySQL(dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = opendb.Close(db) })
+		require.NoError(t, exampledb.Migrate(context.Background(), db))
+		// One connection: the session list below leaves out its own,
+		// and so every session of the parent.
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		sqlDB.SetMaxOpenConns(1)
+	default:
+		t.Fatalf("unknown dialect %q", dialect)
 	}
 
 	// The records exist at the start, created through the library and
@@ -160,8 +177,12 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 				case <-time.After(time.Duration(20+r.IntN(60)) * time.Millisecond):
 				}
 				var n int64
-				_ = db.Raw(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				if dialect == "mariadb" {
+					n = killMariaDBSession(db)
+				} else {
+					_ = db.Raw(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 					WHERE application_name = ? AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1) t`, app).Scan(&n).Error
+				}
 				terminated.Add(n)
 			}
 		}()
@@ -220,6 +241,21 @@ func linWorkload(t *testing.T, dialect string, seed uint64, ops int, kill, ungua
 	return linRun{ops: res.Ops, unknown: res.Unknown, terminated: int(terminated.Load()), result: res}
 }
 
+// killMariaDBSession kills, with KILL CONNECTION, one session of a client
+// process at random: one on db's database other than db's own (db has one
+// connection). It returns how many it killed, 0 or 1; a session that ended
+// before the KILL (error 1094, unknown thread) is not counted.
+func killMariaDBSession(db *gorm.DB) int64 {
+	var ids []int64
+	if err := db.Raw("SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() ORDER BY RAND() LIMIT 1").Scan(&ids).Error; err != nil || len(ids) == 0 {
+		return 0
+	}
+	if err := db.Exec("KILL CONNECTION " + strconv.FormatInt(ids[0], 10)).Error; err != nil {
+		return 0
+	}
+	return 1
+}
+
 // TestLinearizabilityChild is a client process of linWorkload; it does
 // nothing in a normal test run.
 func TestLinearizabilityChild(t *testing.T) {
@@ -232,10 +268,21 @@ func TestLinearizabilityChild(t *testing.T) {
 	var db *gorm.DB
 	var err error
 	for try := 0; try < 50; try++ { // the parent may be terminating sessions
-		if cfg.Dialect == "sqlite" {
+		switch cfg.Dialect {
+		case "sqlite":
 			db, err = opendb.SQLite(cfg.DSN)
-		} else {
+		case "mariadb":
+			db, err = opendb.MySQL(cfg.DSN)
+		default:
 			db, err = opendb.Postgres(cfg.DSN)
+		}
+		if err == nil && cfg.Dialect == "mariadb" {
+			// repository.New asks a MySQL server what it is, once per
+			// pool; ask here, where a killed session is tried again,
+			// and not in the clients.
+			if _, err = repository.New[models.Account](db); err != nil {
+				_ = opendb.Close(db)
+			}
 		}
 		if err == nil {
 			break
