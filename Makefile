@@ -1,6 +1,6 @@
 # The project's test command (README.md "Run the tests"; .ci/run calls it).
 # Without GORMLOCK_POSTGRES_DSN the Postgres tests skip (CI=true makes them fail).
-.PHONY: test fmt-check vet race nocgo quickstart
+.PHONY: test fmt-check vet race nocgo quickstart clusters galera-up galera-down
 
 test: fmt-check vet nocgo race
 
@@ -26,3 +26,16 @@ race:
 
 quickstart:
 	go run ./examples/quickstart
+
+# The tests that start their own clusters (also part of race): a 3-node
+# Galera cluster, and a PostgreSQL primary with a streaming standby.
+clusters:
+	go test -race -count=1 ./internal/galera/ ./internal/pgpair/ ./internal/failover/
+
+# A Galera cluster that stays up, for benchmarks and manual runs: prints
+# export GORMLOCK_GALERA_DSNS=...; stop it with galera-down.
+galera-up:
+	go run ./internal/galera/cmd/galera start
+
+galera-down:
+	go run ./internal/galera/cmd/galera stop
