@@ -89,11 +89,12 @@ func waitBlocked(t *testing.T, db *gorm.DB, h *holder) {
 	t.Helper()
 	blocked := map[string]string{
 		"postgres": "SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))",
-		// A transaction of this test's database waiting for a row lock
-		// (MariaDB fills innodb_lock_waits only at times).
-		"mysql": `SELECT count(*) FROM information_schema.innodb_trx t
-			JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-			WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND t.trx_mysql_thread_id <> ?`,
+		// A statement of this test's database other than the holder's
+		// that has run for 50 ms: waiting for the lock (MariaDB's
+		// innodb_trx and innodb_lock_waits are snapshots that can miss it).
+		"mysql": `SELECT count(*) FROM information_schema.processlist
+			WHERE db = DATABASE() AND command IN ('Query', 'Execute') AND info IS NOT NULL
+			AND id <> ? AND id <> CONNECTION_ID() AND time_ms >= 50`,
 	}[db.Dialector.Name()]
 	if blocked == "" {
 		time.Sleep(100 * time.Millisecond)
