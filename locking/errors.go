@@ -81,6 +81,10 @@ var (
 	// (repository.LookupOperation). The error also matches its cause
 	// (context.DeadlineExceeded, io.ErrUnexpectedEOF, ...).
 	ErrCommitUnknown = errors.New("gormlock: outcome unknown")
+
+	// ErrConditionFailed: Apply's If condition did not hold on the record
+	// when its statement ran; nothing was written.
+	ErrConditionFailed = errors.New("gormlock: condition not met")
 )
 
 // StaleDataError reports a guarded write that matched no row because the

@@ -1,0 +1,316 @@
+package repository
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Change is one column assignment of Apply: made by Add, SetTo or Expr.
+type Change struct {
+	field string
+	sql   string // the right-hand side; "" for SetTo
+	args  []any
+	add   bool
+}
+
+// Add is the change field = field + delta: a counter, a stock level.
+func Add(field string, delta any) Change { return Change{field: field, args: []any{delta}, add: true} }
+
+// SetTo is the change field = value.
+func SetTo(field string, value any) Change { return Change{field: field, args: []any{value}} }
+
+// Expr is the change field = (sql), an SQL expression over the record's
+// columns with a ? for each of args: Expr("Balance", "balance * ?", 2). The
+// text is SQL: build it from constants and pass values as args; like
+// Where's condition it may not hold a semicolon or a comment.
+func Expr(field, sql string, args ...any) Change {
+	return Change{field: field, sql: sql, args: args}
+}
+
+// ApplyOption configures one Apply call.
+type ApplyOption interface{ applyApply(*applyConfig) error }
+
+type applyConfig struct {
+	cond     string
+	condArgs []any
+}
+
+type applyFunc func(*applyConfig) error
+
+func (f applyFunc) applyApply(c *applyConfig) error { return f(c) }
+
+// If makes Apply write only when the condition holds on the record as it is
+// when the statement runs: If("stock >= ?", n). Otherwise Apply writes
+// nothing and returns an error matching locking.ErrConditionFailed. The
+// text follows Where's rules. Several If are ANDed.
+func If(cond string, args ...any) ApplyOption {
+	return applyFunc(func(c *applyConfig) error {
+		if strings.TrimSpace(cond) == "" {
+			return locking.Invalid("Apply: If with an empty condition")
+		}
+		if c.cond != "" {
+			c.cond += " AND "
+		}
+		c.cond += "(" + cond + ")"
+		c.condArgs = append(c.condArgs, args...)
+		return nil
+	})
+}
+
+// Apply changes record id in one guarded statement, without reading it
+// first: UPDATE ... SET <changes>, version = <next version> WHERE <key>
+// [AND <If conditions>], and returns the record as that statement left it.
+// It is the hot-row ceiling for commutative changes (counters, stock):
+// there is no read-modify-write to lose, so nothing is retried, and the
+// row is held only for the statement — where Mutate and MutateLocked hold
+// it from their read to their commit. The version advances like any write,
+// so readers holding the old one get ErrStaleData on their next write.
+//
+// PostgreSQL and SQLite return the row with RETURNING, in the same
+// statement; MySQL and MariaDB have no UPDATE ... RETURNING, so there
+// Apply runs the UPDATE and a SELECT in one transaction (ctx's, or its
+// own). A missing record gives an error matching locking.ErrNotFound, a
+// condition that does not hold one matching locking.ErrConditionFailed
+// (nothing written in either case). No changes, an unknown field, the key,
+// the version, the update or deletion time, or a model with update hooks
+// (which need the entity before the write; Apply has none) give an error
+// matching locking.ErrInvalidArgument or locking.ErrNotSupported before
+// any I/O. Outside a transaction a statement the database aborted (a
+// deadlock, or on Galera a conflict with another node: not applied) runs
+// again under the repository's retry policy, and a lost connection after
+// the statement was sent gives locking.ErrCommitUnknown, as for every write.
+func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opts ...ApplyOption) (*T, error) {
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	var cfg applyConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyApply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if !r.m.ownSelect() {
+		return nil, fmt.Errorf("%w: %s: Apply returns the row its statement wrote, which needs every field read by column: the model has an AfterFind hook or a read-only field; use Mutate", locking.ErrNotSupported, r.m.table)
+	}
+	if r.m.hooks.update() {
+		return nil, fmt.Errorf("%w: %s: Apply: the model has update hooks (BeforeSave, BeforeUpdate, AfterUpdate, AfterSave), which need the entity before the write; use Mutate", locking.ErrNotSupported, r.m.table)
+	}
+	q, args, err := r.applySQL(id, changes, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var e T
+	var n int64
+	once := func(ctx context.Context) error {
+		if r.m.caps.VersionBack == dialect.LastInsertID {
+			var err error
+			n, err = r.applyMySQL(ctx, q, args, id, &e)
+			return err
+		}
+		return r.exec(ctx, stmt{text: q, bounded: boundedOf(r.m.caps, q)}, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+			var serr error
+			n, serr = r.scanReturned(ctx, pool, query, args, &e)
+			return serr
+		})
+	}
+	if _, inTx := r.conn(ctx); inTx {
+		err = once(ctx)
+	} else {
+		// Not applied when the database aborted it (a deadlock; on Galera
+		// a conflict with another node, also at COMMIT): run it again.
+		err = locking.OnError(ctx, r.retry, isLockRetryable, once)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: Apply id=%v: %w", r.m.table, id, err)
+	}
+	if n == 0 {
+		_, found, deleted, xerr := r.currentVersion(ctx, id)
+		switch {
+		case xerr != nil:
+			return nil, xerr
+		case found && !deleted && cfg.cond != "":
+			return nil, fmt.Errorf("%w: %s: Apply id=%v: the condition %s does not hold; nothing was written", locking.ErrConditionFailed, r.m.table, id, cfg.cond)
+		}
+		return nil, &locking.NotFoundError{Table: r.m.table, ID: id}
+	}
+	return &e, nil
+}
+
+// boundedOf returns the bounded form of an Apply statement: the statement
+// itself where the dialect bounds it with a prefix, "" otherwise (the
+// statement then waits for a lock as long as its context lets it).
+func boundedOf(caps dialect.Caps, q string) string {
+	if caps.StatementTimeout != "" {
+		return q
+	}
+	return ""
+}
+
+// applySQL writes Apply's UPDATE and its arguments.
+func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (string, []any, error) {
+	m := r.m
+	if len(changes) == 0 {
+		return "", nil, locking.Invalid("%s: Apply id=%v: no changes", m.table, id)
+	}
+	if err := oneExpression(cfg.cond, m.caps.HashComments); err != nil {
+		return "", nil, err
+	}
+	w := &sqlWriter{db: r.db}
+	w.reset("UPDATE ").quote(m.table).str(" SET ")
+	var args []any
+	seen := map[string]bool{}
+	for _, c := range changes {
+		f := m.schema.LookUpField(c.field)
+		settable := false
+		for _, s := range m.setCols {
+			settable = settable || s == f
+		}
+		switch {
+		case f == nil:
+			return "", nil, locking.Invalid("%s: Apply: no field or column %q", m.table, c.field)
+		case !settable:
+			return "", nil, locking.Invalid("%s: Apply: %s cannot be changed by Apply (the key, the version, the creation, update or deletion time, or a read-only field)", m.table, f.Name)
+		case seen[f.DBName]:
+			return "", nil, locking.Invalid("%s: Apply: %s changed twice", m.table, f.Name)
+		}
+		seen[f.DBName] = true
+		w.quote(f.DBName).str(" = ")
+		switch {
+		case c.add:
+			w.quote(f.DBName).str(" + ").param()
+		case c.sql == "":
+			w.param()
+		default:
+			if err := oneExpression(c.sql, m.caps.HashComments); err != nil {
+				return "", nil, err
+			}
+			if n := strings.Count(c.sql, "?"); n != len(c.args) {
+				return "", nil, locking.Invalid("%s: Apply: Expr %q has %d placeholders and %d arguments", m.table, c.sql, n, len(c.args))
+			}
+			w.str("(").expr(c.sql).str(")")
+		}
+		args = append(args, c.args...)
+		w.str(", ")
+	}
+	// The version: the next one after the record's own, from the
+	// database's clock where the dialect has one, else from this process's.
+	var col strings.Builder
+	r.db.Dialector.QuoteTo(&col, m.version.DBName)
+	w.str(col.String()).str(" = ")
+	if expr := m.caps.NextVersion; expr != "" {
+		before, after, _ := strings.Cut(expr, "?")
+		w.str(before + col.String() + " + 1" + after)
+	} else {
+		w.str("MAX(" + col.String() + " + 1, ").param().str(")")
+		args = append(args, clockArg{})
+	}
+	if m.updatedAt != nil {
+		w.str(", ").eq(m.updatedAt.DBName)
+		args = append(args, timeValue(m.updatedAt, now()))
+	}
+	w.str(" WHERE ").keyEq(m).live(m, liveRows)
+	args = m.keyArgs(args, id)
+	if cfg.cond != "" {
+		if n := strings.Count(cfg.cond, "?"); n != len(cfg.condArgs) {
+			return "", nil, locking.Invalid("%s: Apply: If %q has %d placeholders and %d arguments", m.table, cfg.cond, n, len(cfg.condArgs))
+		}
+		w.str(" AND ").expr(cfg.cond)
+		args = append(args, cfg.condArgs...)
+	}
+	if m.caps.VersionBack == dialect.Returning || m.caps.SingleWriter {
+		w.str(" RETURNING ")
+		for i, f := range m.readCols {
+			if i > 0 {
+				w.str(", ")
+			}
+			w.quote(f.DBName)
+		}
+	}
+	return w.String(), args, nil
+}
+
+// param writes the dialect's next placeholder.
+func (w *sqlWriter) param() *sqlWriter {
+	w.vars.Vars = append(w.vars.Vars, nil)
+	w.db.Dialector.BindVarTo(w, &w.vars, nil)
+	return w
+}
+
+// expr writes sql with each ? replaced by the dialect's next placeholder.
+func (w *sqlWriter) expr(sql string) *sqlWriter {
+	for {
+		before, after, found := strings.Cut(sql, "?")
+		w.str(before)
+		if !found {
+			return w
+		}
+		w.param()
+		sql = after
+	}
+}
+
+// clockArg is this process's clock in microseconds, read when the driver
+// sends the statement (SQLite's versions; see versionArg).
+type clockArg struct{}
+
+// Value implements driver.Valuer.
+func (clockArg) Value() (driver.Value, error) { return now().UnixMicro(), nil }
+
+// scanReturned runs an UPDATE ... RETURNING and scans the row it returns
+// into e; n is 0 when no row matched.
+func (r *Repository[T]) scanReturned(ctx context.Context, pool gorm.ConnPool, query string, args []any, e *T) (n int64, err error) {
+	rows, err := r.querySQL(ctx, pool, query, args)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if !rows.Next() {
+		return 0, rows.Err()
+	}
+	if _, err := r.scanInto(ctx, rows, reflectElem(e), false); err != nil {
+		return 0, err
+	}
+	return 1, rows.Err()
+}
+
+// applyMySQL runs Apply's UPDATE and reads the row back in one
+// transaction: MySQL has no UPDATE ... RETURNING.
+func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id any, e *T) (n int64, err error) {
+	body := func(ctx context.Context) error {
+		db, _ := r.conn(ctx)
+		n, _, err = r.execSQLID(ctx, db.Statement.ConnPool, q, args, true)
+		if err != nil {
+			err = locking.Classify(err)
+			noteRolledBack(ctx, r.store, err)
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := r.readRow(ctx, db.Statement.ConnPool, r.m.selectAnySQL, e, id); err != nil {
+			err = locking.Classify(err)
+			noteRolledBack(ctx, r.store, err)
+			return err
+		}
+		return nil
+	}
+	if _, inTx := r.conn(ctx); inTx {
+		return n, body(ctx)
+	}
+	return n, r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Apply", body)
+}
