@@ -567,13 +567,13 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 	}
 	var kc keyedCall
 	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, &kc, "mutate", id, attempt, &out) }
-	attempts := 0
+	rep := MutateReport{Table: r.m.table, ID: id, Op: "mutateLocked"}
 	if _, inTx := r.conn(ctx); inTx {
-		attempts = 1
+		rep.Attempts = 1
 		err = keyed(ctx)
 	} else {
 		err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isLockRetryable), func(ctx context.Context) error {
-			attempts++
+			rep.Attempts++
 			err := r.lockedTx(ctx, lc, keyed)
 			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
 				kc.uncertain = true
@@ -584,12 +584,11 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 			err = locking.Unknown(err) // see upsert
 		}
 	}
-	if cfg.attempts != nil {
-		*cfg.attempts = attempts
-	}
+	rep.Locked = rep.Attempts
 	if ae, ok := err.(*abortError); ok {
-		return nil, ae.err
+		err = ae.err
 	}
+	r.finish(ctx, cfg, &rep, err)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/gormlock/gormlock/locking"
 )
@@ -97,19 +98,36 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	if len(cfg.lock) > 0 {
 		return nil, locking.Invalid("%s: Locking options apply to MutateLocked; Mutate and Upsert take no locks", r.m.table)
 	}
-	if _, inTx := r.conn(ctx); !inTx {
+	rep := MutateReport{Table: r.m.table, ID: id, Op: kind}
+	_, inTx := r.conn(ctx)
+	if !inTx {
 		// Callers in this process take turns on the record instead of
 		// racing (see turns). Not inside a transaction: one that already
 		// holds row locks must not also wait on an in-process queue.
 		tu, err := r.turns.take(ctx, keyString(id))
 		if err != nil {
+			r.finish(ctx, cfg, &rep, err)
 			return nil, err
 		}
 		defer r.turns.give(tu)
 	}
 	var out *T
-	attempt := func(ctx context.Context) error {
-		e, err := r.Get(ctx, id)
+	// attempt is one read-modify-write. With locked set its read locks
+	// the row (ctx then carries the transaction), and locked is called once
+	// the lock is held.
+	attempt := func(ctx context.Context, locked func()) error {
+		var e *T
+		var err error
+		if locked != nil {
+			e, err = r.GetLocked(ctx, id)
+			locked()
+		} else {
+			begin := time.Now()
+			e, err = r.Get(ctx, id)
+			if err == nil && r.heat != nil {
+				average(&r.heat.readNS, time.Since(begin))
+			}
+		}
 		created := false
 		switch {
 		case err == nil:
@@ -156,27 +174,63 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		out = e
 		return nil
 	}
-	attempts := 0
 	retry := isConflict
-	if _, inTx := r.conn(ctx); !inTx {
+	if !inTx {
 		retry = isConflictOrAborted
 	}
+	// Adaptive (see adaptive.go): outside a transaction, a hot record's
+	// attempts run locked, and so does the attempt after a lost race.
+	adaptive := r.heat != nil && !inTx
+	key := keyString(id)
+	locked := adaptive && r.heat.hot(key, time.Now())
+	rep.Hot = locked
 	var kc keyedCall
-	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) error {
-		attempts++
-		return r.withOpKey(ctx, cfg.op, &kc, kind, id, attempt, &out)
+	optimistic := func(ctx context.Context) error { return attempt(ctx, nil) }
+	lockedAttempt := func(ctx context.Context) error {
+		begin := time.Now()
+		return r.lockedTx(ctx, lockConfig{}, func(ctx context.Context) error {
+			return r.withOpKey(ctx, cfg.op, &kc, kind, id, func(ctx context.Context) error {
+				// A lock that took longer than an uncontended one
+				// waited for another writer: the record is still hot.
+				return attempt(ctx, func() {
+					if r.heat.noteLock(time.Since(begin)) {
+						rep.Waited = true
+						r.heat.warm(key, time.Now())
+					}
+				})
+			}, &out)
+		})
+	}
+	err = retryLoop(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) (error, bool) {
+		rep.Attempts++
+		var err error
+		if locked {
+			rep.Locked++
+			err = lockedAttempt(ctx)
+			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
+				kc.uncertain = true
+			}
+			return err, false
+		}
+		err = r.withOpKey(ctx, cfg.op, &kc, kind, id, optimistic, &out)
+		if adaptive && isConflictOrAborted(err) {
+			// Lost a race with another writer of the record: it is
+			// hot, and the next attempt queues on its lock, at once.
+			r.heat.warm(key, time.Now())
+			locked, rep.Escalated = true, true
+			return err, true
+		}
+		return err, false
 	})
 	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
 		// The last attempt failed before it could learn whether an
 		// earlier one was applied (its context ended, say).
 		err = locking.Unknown(err)
 	}
-	if cfg.attempts != nil {
-		*cfg.attempts = attempts
-	}
 	if ae, ok := err.(*abortError); ok {
-		return nil, ae.err
+		err = ae.err
 	}
+	r.finish(ctx, cfg, &rep, err)
 	if err != nil {
 		return nil, err
 	}

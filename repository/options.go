@@ -121,6 +121,7 @@ type mutateConfig struct {
 	attempts *int
 	lock     []LockOption // MutateLocked only
 	op       *OperationKey
+	report   *MutateReport
 }
 
 // mutateFunc is a MutateOption made of a function.

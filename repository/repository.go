@@ -20,6 +20,9 @@ type Repository[T any] struct {
 	retry  locking.RetryPolicy
 	leases *leaseLimits // nil without WithLeases
 	turns  *turns       // Mutate's per-record queue in this process
+	// heat holds Mutate's hot records; nil when adaptive Mutate is off.
+	heat       *heat
+	mutateHook func(context.Context, MutateReport)
 	// opRetention is how long operation keys are remembered.
 	opRetention time.Duration
 }
@@ -32,6 +35,8 @@ type options struct {
 	leases      *leaseLimits
 	opRetention time.Duration
 	callbacks   *bool
+	adaptive    *bool
+	mutateHook  func(context.Context, MutateReport)
 }
 
 // WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
@@ -80,14 +85,19 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		st.callbacks = *o.callbacks
 	}
 
-	return &Repository[T]{
+	r := &Repository[T]{
 		store:       st,
 		m:           m,
 		retry:       o.retry,
 		leases:      o.leases,
 		turns:       &turns{},
 		opRetention: o.opRetention,
-	}, nil
+		mutateHook:  o.mutateHook,
+	}
+	if o.adaptive != nil && *o.adaptive {
+		r.heat = &heat{singleWriter: st.caps.SingleWriter}
+	}
+	return r, nil
 }
 
 // Table returns the name of T's table.

@@ -1,0 +1,263 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Adaptive Mutate.
+//
+// Mutate starts optimistic: read, fn, guarded write. Callers in this process
+// already take turns on a record (turns), but writers in other processes
+// race: only one read per commit can win, and every loser reads again. So
+// when an attempt loses (ErrStaleData, or the database aborted it), Mutate
+// runs the next attempt at once — no backoff — with the row locked, the way
+// MutateLocked does: in a transaction, SELECT ... FOR UPDATE (SQLite: its
+// write lock), fn, the guarded write, COMMIT. The contenders then queue on
+// the database instead of racing. The record stays "hot" in this
+// Repository for hotFor after the last evidence of contention — a lost
+// race, or a locked read that had to wait for another transaction's lock —
+// and while it is hot, every Mutate and Upsert of it starts locked. When no
+// evidence comes for hotFor, the record cools and Mutate is optimistic
+// again.
+//
+// The semantics do not change: the same errors, the same version rule, the
+// same retry policy (attempts count locked and optimistic alike), and fn
+// runs again only after an attempt lost. On Galera a row lock holds only on
+// its node; a locked attempt that loses to another node fails with
+// ErrDeadlock and is retried like any other.
+
+const (
+	// hotFor is how long a record stays hot after the last evidence of
+	// contention.
+	hotFor = 500 * time.Millisecond
+	// maxHot bounds the hot records remembered per Repository; beyond it a
+	// record is not remembered (it still escalates within its call).
+	maxHot = 4096
+	// lockWaitFloor is the least extra time, over what taking an
+	// uncontended lock costs, that counts as having waited for one.
+	lockWaitFloor = 500 * time.Microsecond
+)
+
+// heat remembers the records of one Repository that proved hot.
+type heat struct {
+	mu sync.Mutex
+	m  map[string]time.Time // key -> hot until
+	// readNS is a moving average of an optimistic read's duration, and
+	// lockNS of taking an uncontended row lock (BEGIN and the locked read),
+	// in nanoseconds: what a locked read's time is compared with to tell a
+	// wait for another transaction.
+	readNS, lockNS atomic.Int64
+	// singleWriter: the database has one write lock for all records
+	// (SQLite), so a wait for it says nothing about this record; only lost
+	// races count.
+	singleWriter bool
+}
+
+// hot reports whether key is hot at now.
+func (h *heat) hot(key string, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	until, ok := h.m[key]
+	if ok && !now.Before(until) {
+		delete(h.m, key)
+		return false
+	}
+	return ok
+}
+
+// warm marks key hot until hotFor after now.
+func (h *heat) warm(key string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = make(map[string]time.Time)
+	}
+	if _, ok := h.m[key]; !ok && len(h.m) >= maxHot {
+		for k, until := range h.m {
+			if !now.Before(until) {
+				delete(h.m, k)
+			}
+		}
+		if len(h.m) >= maxHot {
+			return
+		}
+	}
+	h.m[key] = now.Add(hotFor)
+}
+
+// average moves the average in a by a sample d (weight 1/8).
+func average(a *atomic.Int64, d time.Duration) {
+	for {
+		old := a.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if a.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// noteLock records how long taking a row lock took, and reports whether it
+// waited for another transaction: longer than the usual uncontended lock by
+// lockWaitFloor and by half again. Locks that did not wait feed the average.
+func (h *heat) noteLock(d time.Duration) bool {
+	if h.singleWriter {
+		return false
+	}
+	base := time.Duration(h.lockNS.Load())
+	if base == 0 {
+		// No uncontended lock measured yet: an optimistic read and a
+		// round trip for BEGIN.
+		base = 2 * time.Duration(h.readNS.Load())
+	}
+	if d > base+base/2+lockWaitFloor {
+		return true
+	}
+	average(&h.lockNS, d)
+	return false
+}
+
+// WithAdaptive turns adaptive Mutate on or off (off by default): with it,
+// Mutate and Upsert escalate to a row lock on records that prove hot (see
+// the package documentation of adaptive Mutate in the README). Use it when
+// several processes write the same records at once. fn must then not write
+// the record through another connection or transaction: on a locked attempt
+// that write would wait for the lock its own call holds. MutateLocked is
+// unaffected.
+func WithAdaptive(on bool) Option {
+	return func(o *options) error {
+		o.adaptive = &on
+		return nil
+	}
+}
+
+// MutateReport says what one Mutate, Upsert or MutateLocked call did: how
+// many attempts it ran and how many of them held the row lock. Get it with
+// the Report option, or for every call with WithMutateHook.
+type MutateReport struct {
+	Table string // the repository's table
+	ID    any    // the record's key, as given (normalised)
+	Op    string // "mutate", "upsert" or "mutateLocked"
+	// Attempts is how many attempts ran, the first included (0 when the
+	// call failed before its first read, e.g. waiting for its turn).
+	Attempts int
+	// Locked is how many of them ran with the row locked: all of them for
+	// MutateLocked; for Mutate and Upsert, those after an attempt lost a
+	// race, or while the record was hot.
+	Locked int
+	// Hot: the call started locked because the record was hot.
+	Hot bool
+	// Escalated: an attempt lost a race and the call took the row lock for
+	// the next one.
+	Escalated bool
+	// Waited: a locked attempt had to wait for another transaction's lock.
+	Waited bool
+	// Err is the call's error (nil on success).
+	Err error
+}
+
+// String is a one-line summary for logs.
+func (m MutateReport) String() string {
+	s := fmt.Sprintf("%s %s id=%v: %d attempts, %d locked", m.Op, m.Table, m.ID, m.Attempts, m.Locked)
+	if m.Hot {
+		s += ", hot"
+	}
+	if m.Escalated {
+		s += ", escalated"
+	}
+	if m.Waited {
+		s += ", waited for a lock"
+	}
+	if m.Err != nil {
+		s += ": " + m.Err.Error()
+	}
+	return s
+}
+
+// Report stores in *rep what the call did (see MutateReport) when it
+// returns.
+func Report(rep *MutateReport) MutateOption {
+	return mutateFunc(func(c *mutateConfig) error {
+		if rep == nil {
+			return locking.Invalid("Report: nil pointer")
+		}
+		c.report = rep
+		return nil
+	})
+}
+
+// WithMutateHook calls hook after every Mutate, Upsert and MutateLocked call
+// of the Repository, with what it did: for metrics (attempts, escalations,
+// lock waits). hook runs on the caller's goroutine before the call returns;
+// keep it quick.
+func WithMutateHook(hook func(ctx context.Context, rep MutateReport)) Option {
+	return func(o *options) error {
+		if hook == nil {
+			return locking.Invalid("WithMutateHook: nil hook")
+		}
+		o.mutateHook = hook
+		return nil
+	}
+}
+
+// finish completes rep with err, stores it where the call's options asked
+// and calls the repository's hook.
+func (r *Repository[T]) finish(ctx context.Context, cfg mutateConfig, rep *MutateReport, err error) {
+	rep.Err = err
+	if cfg.attempts != nil {
+		*cfg.attempts = rep.Attempts
+	}
+	if cfg.report != nil {
+		*cfg.report = *rep
+	}
+	if r.mutateHook != nil {
+		r.mutateHook(ctx, *rep)
+	}
+}
+
+// retryLoop is locking.OnError for Mutate and Upsert, whose attempt may ask
+// for the next one at once, without the backoff wait (now): a locked attempt
+// queues on the database, waiting would only add latency. Attempts count
+// against the policy alike.
+func retryLoop(ctx context.Context, p locking.RetryPolicy, retriable func(error) bool, fn func(ctx context.Context) (err error, now bool)) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			if last == nil {
+				return err
+			}
+			return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt-1, err, last)
+		}
+		err, now := fn(ctx)
+		if err == nil || !retriable(err) {
+			return err
+		}
+		last = err
+		if attempt >= p.MaxAttempts {
+			return &locking.RetryExhaustedError{Attempts: attempt, Last: last}
+		}
+		if now {
+			continue
+		}
+		if d := p.Delay(attempt); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt, ctx.Err(), last)
+			}
+		}
+	}
+}
