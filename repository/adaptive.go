@@ -48,6 +48,9 @@ const (
 type heat struct {
 	mu sync.Mutex
 	m  map[string]time.Time // key -> hot until
+	// n is len(m), read without the lock: a Repository with no hot
+	// record (the usual case) pays one atomic load per call.
+	n atomic.Int64
 	// readNS is a moving average of an optimistic read's duration, and
 	// lockNS of taking an uncontended row lock (BEGIN and the locked read),
 	// in nanoseconds: what a locked read's time is compared with to tell a
@@ -60,12 +63,16 @@ type heat struct {
 }
 
 // hot reports whether key is hot at now.
-func (h *heat) hot(key string, now time.Time) bool {
+func (h *heat) hot(key string, now func() time.Time) bool {
+	if h.n.Load() == 0 {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	until, ok := h.m[key]
-	if ok && !now.Before(until) {
+	if ok && !now().Before(until) {
 		delete(h.m, key)
+		h.n.Store(int64(len(h.m)))
 		return false
 	}
 	return ok
@@ -84,11 +91,13 @@ func (h *heat) warm(key string, now time.Time) {
 				delete(h.m, k)
 			}
 		}
+		h.n.Store(int64(len(h.m)))
 		if len(h.m) >= maxHot {
 			return
 		}
 	}
 	h.m[key] = now.Add(hotFor)
+	h.n.Store(int64(len(h.m)))
 }
 
 // average moves the average in a by a sample d (weight 1/8).

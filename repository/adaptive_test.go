@@ -194,22 +194,39 @@ func TestAdaptiveMutateLosesNoIncrement(t *testing.T) {
 
 		// Negative control: read, add one, write back without the guard.
 		b := newAccount(t, repos[0], "bob", 0)
-		var wg2 sync.WaitGroup
+		lost := lostUpdateRounds(t, workers, func() int64 {
+			var x models.Account
+			assert.NoError(t, db.First(&x, b.ID).Error)
+			return x.Balance
+		}, func(v int64) {
+			assert.NoError(t, db.Model(&models.Account{}).Where("id = ?", b.ID).Update("balance", v).Error)
+		})
+		balance, _, _ = rawAccount(t, db, b.ID)
+		assert.Less(t, balance, int64(workers*3), "the unguarded read-modify-write loses increments")
+		assert.Equal(t, int64(workers*3)-lost, balance)
+	})
+}
+
+// lostUpdateRounds runs 3 rounds of workers goroutines that each read a
+// counter, wait until all have read, and write back what they read plus
+// one: every round, all but one increment is lost, whatever the timing.
+// It returns the increments lost.
+func lostUpdateRounds(t *testing.T, workers int, read func() int64, write func(int64)) int64 {
+	t.Helper()
+	for range 3 {
+		var read1, wrote sync.WaitGroup
+		read1.Add(workers)
 		for range workers {
-			wg2.Go(func() {
-				for range each {
-					var x models.Account
-					if !assert.NoError(t, db.First(&x, b.ID).Error) {
-						return
-					}
-					assert.NoError(t, db.Model(&models.Account{}).Where("id = ?", b.ID).Update("balance", x.Balance+1).Error)
-				}
+			wrote.Go(func() {
+				v := read()
+				read1.Done()
+				read1.Wait()
+				write(v + 1)
 			})
 		}
-		wg2.Wait()
-		lost, _, _ := rawAccount(t, db, b.ID)
-		assert.Less(t, lost, int64(workers*each), "the unguarded read-modify-write loses increments")
-	})
+		wrote.Wait()
+	}
+	return int64(3 * (workers - 1))
 }
 
 // WithMutateHook sees every call, failures included, and Report and

@@ -122,10 +122,16 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 			e, err = r.GetLocked(ctx, id)
 			locked()
 		} else {
-			begin := time.Now()
-			e, err = r.Get(ctx, id)
-			if err == nil && r.heat != nil {
-				average(&r.heat.readNS, time.Since(begin))
+			if r.heat != nil && r.heat.lockNS.Load() == 0 {
+				// No uncontended lock measured yet: the read's time is
+				// the estimate (see heat.noteLock).
+				begin := time.Now()
+				e, err = r.Get(ctx, id)
+				if err == nil {
+					average(&r.heat.readNS, time.Since(begin))
+				}
+			} else {
+				e, err = r.Get(ctx, id)
 			}
 		}
 		created := false
@@ -182,7 +188,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	// attempts run locked, and so does the attempt after a lost race.
 	adaptive := r.heat != nil && !inTx
 	key := keyString(id)
-	locked := adaptive && r.heat.hot(key, time.Now())
+	locked := adaptive && r.heat.hot(key, time.Now)
 	rep.Hot = locked
 	var kc keyedCall
 	optimistic := func(ctx context.Context) error { return attempt(ctx, nil) }
