@@ -17,8 +17,9 @@ import (
 func goVersion() string { return runtime.Version() }
 
 // writeChart draws throughput against workers, one line per mode and one
-// panel per key count, as SVG.
-func writeChart(path, db string, results []Result) error {
+// panel per key count, as SVG; with procs above 1 the titles say the
+// workers ran in that many processes.
+func writeChart(path, db string, procs int, results []Result) error {
 	var keys []int
 	for _, r := range results {
 		if !slices.Contains(keys, r.Keys) {
@@ -29,6 +30,9 @@ func writeChart(path, db string, results []Result) error {
 	for _, k := range keys {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s, %d %s", db, k, map[bool]string{true: "hot row", false: "rows"}[k == 1])
+		if procs > 1 {
+			p.Title.Text += fmt.Sprintf(", workers in %d processes", procs)
+		}
 		p.X.Label.Text = "workers"
 		p.Y.Label.Text = "operations/s"
 		p.X.Scale = plot.LogScale{}

@@ -30,6 +30,14 @@ const (
 	ModeOptimisticMulti = "optimistic-multi"
 	ModePessimistic     = "pessimistic" // Repository.MutateLocked
 	ModeLease           = "lease"       // GetAndLock + UpdateWithLease
+	// ModeAdaptive is Mutate with adaptive escalation
+	// (repository.WithAdaptive) through a Repository of each worker's own,
+	// as separate processes would run it: optimistic until a record proves
+	// hot, then with its row lock.
+	ModeAdaptive = "adaptive"
+	// ModeAtomic is Repository.Apply with Add: one UPDATE ... SET balance =
+	// balance + 1 that advances the version, no read, no retry.
+	ModeAtomic = "atomic"
 	// ModeClaim is the work-queue read: in a transaction, Claim (FOR UPDATE
 	// SKIP LOCKED) the first record from the chosen one on that no one
 	// else holds, increment it, commit. It runs only when named, and is
@@ -42,7 +50,7 @@ const (
 
 // AllModes lists the modes that run by default, in the order they are
 // reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModeOptimisticMulti, ModePessimistic, ModeLease}
+var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease}
 
 // OptInModes run only when -modes names them.
 var OptInModes = []string{ModeClaim, ModeUnguarded}
@@ -57,6 +65,10 @@ type Cell struct {
 // Result is what one cell measured, over all its rounds.
 type Result struct {
 	Cell
+	// Procs is how many processes the cell's workers ran in: without
+	// -procs 1, this one; with -procs N above 1, min(N, workers) child
+	// processes.
+	Procs   int           `json:"procs"`
 	Ops     int64         `json:"ops"`    // successful increments
 	Errors  int64         `json:"errors"` // operations that gave up (retries exhausted)
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -73,7 +85,8 @@ type Result struct {
 	// operation, over all rounds: the client's own cost, which machine
 	// noise and the database's waits do not blur. A PostgreSQL server's CPU
 	// is not in it; SQLite's is, since it runs in this process. With
-	// -cpuprofile the profiler's own cost is in it too.
+	// -cpuprofile the profiler's own cost is in it too. With -procs above
+	// 1 it is the child processes' CPU time in the round, summed.
 	CPUPerOp time.Duration `json:"cpu_per_op_ns"`
 	P50      time.Duration `json:"p50_ns"` // over every operation of every round
 	P99      time.Duration `json:"p99_ns"`
@@ -89,6 +102,9 @@ type Result struct {
 	// NodeOps are the successful operations of the workers of each node
 	// (Galera: worker w runs on node w % nodes).
 	NodeOps []int64 `json:"node_ops,omitempty"`
+	// ProcOps are, with -procs above 1, the successful operations of each
+	// child process (worker w in process w % procs), over all rounds.
+	ProcOps []int64 `json:"proc_ops,omitempty"`
 	// ClusterAborts is, on Galera, how many transactions the cluster
 	// aborted during the cell's rounds — certification failures and
 	// brute-force aborts (wsrep_local_cert_failures + wsrep_local_bf_aborts
@@ -107,6 +123,7 @@ type Result struct {
 // merge adds round q of the same cell to r; finish computes the summary.
 func (r *Result) merge(q Result) {
 	r.Cell = q.Cell
+	r.Procs = q.Procs
 	r.Ops += q.Ops
 	r.Errors += q.Errors
 	r.Elapsed += q.Elapsed
@@ -118,6 +135,12 @@ func (r *Result) merge(q Result) {
 			r.NodeOps = append(r.NodeOps, 0)
 		}
 		r.NodeOps[i] += n
+	}
+	for i, n := range q.ProcOps {
+		if i == len(r.ProcOps) {
+			r.ProcOps = append(r.ProcOps, 0)
+		}
+		r.ProcOps[i] += n
 	}
 	r.attempts += q.attempts
 	r.cpu += q.cpu
@@ -171,6 +194,11 @@ type harness struct {
 	db      string // -db: sqlite, postgres, mariadb or galera
 	dialect string // GORM's dialector: sqlite, postgres or mysql
 	policy  locking.RetryPolicy
+	// procs is -procs: above 1, a cell's workers run in up to procs child
+	// processes, each opening procDSNs (the nodes' DSNs, SQLite's file
+	// by path) with pools and repositories of its own.
+	procs    int
+	procDSNs []string
 }
 
 // newHarness prepares the modes on t's nodes, every retrying one with
@@ -223,7 +251,10 @@ func (h *harness) note(mode string) string {
 type op func(ctx context.Context, id int64) (attempts int, err error)
 
 // run measures one round of a cell for about d, on fresh records, and
-// checks that no increment was lost. The Result's summary is left to finish.
+// checks that no increment was lost. The workers run in this process, or
+// (with -procs above 1) spread over child processes (runProcs); either way
+// the check runs here, on the database. The Result's summary is left to
+// finish.
 func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, error) {
 	owner := fmt.Sprintf("bench-%s-%d-%d-%d", c.Mode, c.Keys, c.Workers, time.Now().UnixNano())
 	first := h.nodes[0]
@@ -232,10 +263,13 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	incs := make([]op, c.Workers)
-	for w := range incs {
-		if incs[w], err = h.op(c.Mode, h.nodes[w%len(h.nodes)], owner); err != nil {
-			return Result{}, err
+	var incs []op
+	if h.procs <= 1 {
+		incs = make([]op, c.Workers)
+		for w := range incs {
+			if incs[w], err = h.op(c.Mode, h.nodes[w%len(h.nodes)], owner); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	aborts0, err := h.clusterAborts(ctx)
@@ -243,42 +277,21 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 		return Result{}, err
 	}
 
-	var ok, failed, attempts atomic.Int64
-	nodeOps := make([]atomic.Int64, len(h.nodes))
-	lat := make([][]time.Duration, c.Workers)
-	errs := make([]error, c.Workers)
-	var wg sync.WaitGroup
-	cpu0 := processCPU()
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := range c.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(c.Keys)))
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				id := ids[rng.IntN(len(ids))]
-				t0 := time.Now()
-				n, err := incs[w](ctx, id)
-				lat[w] = append(lat[w], time.Since(t0))
-				attempts.Add(int64(n))
-				switch {
-				case err == nil:
-					ok.Add(1)
-					nodeOps[w%len(h.nodes)].Add(1)
-				case errors.Is(err, locking.ErrRetriesExhausted):
-					failed.Add(1)
-				default:
-					errs[w] = fmt.Errorf("%s: %w", c.Mode, err)
-					return
-				}
-			}
-		}()
+	var t tally
+	var procOps []int64
+	procs := 1
+	if h.procs <= 1 {
+		ws := make([]int, c.Workers)
+		for w := range ws {
+			ws[w] = w
+		}
+		start := time.Now()
+		t, err = work(ctx, c, ws, incs, len(h.nodes), ids, start, start.Add(d))
+	} else {
+		procs = min(h.procs, c.Workers)
+		t, procOps, err = h.runProcs(ctx, c, d, ids, owner)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -292,18 +305,96 @@ func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{Cell: c, Ops: ok.Load(), Errors: failed.Load(), Elapsed: elapsed, Lost: ok.Load() - sum,
-		OpsPerSec: float64(ok.Load()) / elapsed.Seconds(), attempts: attempts.Load(), cpu: cpu, lat: slices.Concat(lat...),
-		Note: h.note(c.Mode), ClusterAborts: aborts1 - aborts0}
+	r := Result{Cell: c, Procs: procs, Ops: t.Ops, Errors: t.Errors, Elapsed: t.Elapsed, Lost: t.Ops - sum,
+		OpsPerSec: float64(t.Ops) / t.Elapsed.Seconds(), attempts: t.Attempts, cpu: t.CPU, lat: t.Lat,
+		Note: h.note(c.Mode), ClusterAborts: aborts1 - aborts0, ProcOps: procOps}
 	if len(h.nodes) > 1 {
-		for i := range nodeOps {
-			r.NodeOps = append(r.NodeOps, nodeOps[i].Load())
-		}
+		r.NodeOps = t.NodeOps
 	}
 	if r.Lost != 0 {
-		return r, fmt.Errorf("%w: %s keys=%d workers=%d: %d successful increments, counters grew by %d", errLost, c.Mode, c.Keys, c.Workers, r.Ops, sum)
+		where := ""
+		if procs > 1 {
+			where = fmt.Sprintf(" procs=%d", procs)
+		}
+		return r, fmt.Errorf("%w: %s keys=%d workers=%d%s: %d successful increments, counters grew by %d", errLost, c.Mode, c.Keys, c.Workers, where, r.Ops, sum)
 	}
 	return r, nil
+}
+
+// tally is what a set of workers measured in one round: all the cell's
+// workers in this process, or one child process's share of them (sent to
+// the parent as JSON).
+type tally struct {
+	Ops      int64 `json:"ops"`      // successful increments
+	Errors   int64 `json:"errors"`   // operations that gave up (retries exhausted)
+	Attempts int64 `json:"attempts"` // every attempt
+	// NodeOps are the successful operations per node (worker w on node
+	// w % nodes).
+	NodeOps []int64 `json:"node_ops"`
+	// Elapsed runs from the round's start to the end of the last of these
+	// workers' operations.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// CPU is this process's CPU time (user and system) in that window.
+	CPU time.Duration   `json:"cpu_ns"`
+	Lat []time.Duration `json:"lat_ns"` // every operation's latency
+}
+
+// work runs the workers ws (global worker indices of cell c; incs[i] is
+// the operation of worker ws[i]) from start until deadline, each on a
+// random record of ids, and counts what they did; nodes is how many
+// servers the workers are spread over. A worker's operation under way at
+// the deadline finishes. An error other than running out of retries stops
+// its worker, and is returned once all are done.
+func work(ctx context.Context, c Cell, ws []int, incs []op, nodes int, ids []int64, start, deadline time.Time) (tally, error) {
+	if wait := time.Until(start); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return tally{}, ctx.Err()
+		}
+	}
+	var ok, failed, attempts atomic.Int64
+	nodeOps := make([]atomic.Int64, nodes)
+	lat := make([][]time.Duration, len(ws))
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	cpu0 := processCPU()
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(c.Keys)))
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				id := ids[rng.IntN(len(ids))]
+				t0 := time.Now()
+				n, err := incs[i](ctx, id)
+				lat[i] = append(lat[i], time.Since(t0))
+				attempts.Add(int64(n))
+				switch {
+				case err == nil:
+					ok.Add(1)
+					nodeOps[w%nodes].Add(1)
+				case errors.Is(err, locking.ErrRetriesExhausted):
+					failed.Add(1)
+				default:
+					errs[i] = fmt.Errorf("%s: %w", c.Mode, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t := tally{Ops: ok.Load(), Errors: failed.Load(), Attempts: attempts.Load(), Elapsed: time.Since(start),
+		CPU: processCPU() - cpu0, Lat: slices.Concat(lat...)}
+	for i := range nodeOps {
+		t.NodeOps = append(t.NodeOps, nodeOps[i].Load())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return tally{}, err
+	}
+	return t, nil
 }
 
 // seed creates n accounts at balance 0 and returns their ids. On Galera it
@@ -413,8 +504,20 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 			return nil, err
 		}
 		return mutate(own.Mutate), nil
+	case ModeAdaptive:
+		own, err := repository.New[models.Account](n.db, repository.WithRetryPolicy(h.policy), repository.WithAdaptive(true))
+		if err != nil {
+			return nil, err
+		}
+		return mutate(own.Mutate), nil
 	case ModePessimistic:
 		return mutate(n.accounts.MutateLocked), nil
+	case ModeAtomic:
+		add := []repository.Change{repository.Add("Balance", 1)}
+		return func(ctx context.Context, id int64) (int, error) {
+			_, err := n.accounts.Apply(ctx, id, add)
+			return 1, err
+		}, nil
 	case ModeLease:
 		return h.leaseOp(n), nil
 	case ModeClaim:

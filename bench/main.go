@@ -21,6 +21,11 @@
 // the workers are spread over the nodes, each node with its own pool and
 // repositories, and the counters are read on every node after it caught up.
 //
+// With -procs N the workers of a cell run in up to N child processes (this
+// command, started again), each with its own pools and repositories, so
+// contention between processes is measured rather than modelled; the
+// counters are still checked here, against every child's operations.
+//
 // Output: the table on stdout (Markdown), results.json and throughput.svg in
 // -out, and progress on stderr.
 package main
@@ -54,8 +59,12 @@ type config struct {
 	// Rounds is how many times each cell is measured. The rounds run one
 	// after another over all cells, so every mode sees the same spells of
 	// machine noise; a cell reports the median round.
-	Rounds int    `json:"rounds"`
-	Out    string `json:"-"`
+	Rounds int `json:"rounds"`
+	// Procs is how many processes a cell's workers are spread over: 1,
+	// goroutines of this process; more, child processes, each with its own
+	// pools and repositories (see procs.go).
+	Procs int    `json:"procs"`
+	Out   string `json:"-"`
 	// Nodes is how many servers the workers were spread over (Galera).
 	Nodes int `json:"nodes,omitempty"`
 	// Retry is the policy of every retrying mode (gormlock's and the
@@ -86,6 +95,7 @@ type Skip struct {
 }
 
 func main() {
+	runChildIfAsked() // a child process of a -procs run does its part and exits
 	var cfg config
 	var modes, workers, keys, dsn string
 	flag.StringVar(&cfg.DB, "db", dbSQLite, "database: "+strings.Join(databases, ", "))
@@ -95,6 +105,7 @@ func main() {
 	flag.StringVar(&keys, "keys", "1,1000", "comma-separated key `counts` (1 = one hot row)")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Second, "measuring time per cell and round")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "measure every cell this many `times`, interleaved, and report the median")
+	flag.IntVar(&cfg.Procs, "procs", 1, "spread each cell's workers over this many `processes` (worker w in process w % procs), each with its own pool: 1 runs them as goroutines of this process")
 	def := locking.DefaultRetryPolicy()
 	flag.IntVar(&cfg.Retry.MaxAttempts, "retry-attempts", def.MaxAttempts, "retry policy: attempts in all, the first included")
 	flag.DurationVar(&cfg.Retry.BaseDelay, "retry-base", def.BaseDelay, "retry policy: backoff ceiling before the second attempt (doubles per attempt)")
@@ -132,6 +143,9 @@ func main() {
 	}
 	if err == nil && cfg.Rounds < 1 {
 		err = fmt.Errorf("-rounds must be at least 1, got %d", cfg.Rounds)
+	}
+	if err == nil && cfg.Procs < 1 {
+		err = fmt.Errorf("-procs must be at least 1, got %d", cfg.Procs)
 	}
 	if err == nil {
 		err = cfg.Retry.Validate()
@@ -207,6 +221,12 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	if len(t.nodes) > 1 {
 		cfg.Nodes = len(t.nodes)
 	}
+	cfg.Procs = max(cfg.Procs, 1)
+	if h.procs = cfg.Procs; h.procs > 1 {
+		if h.procDSNs, err = processDSNs(t, cfg.DB); err != nil {
+			return err
+		}
+	}
 	rep := report{Config: cfg, Started: time.Now().UTC(), Go: goVersion()}
 	var modes []string
 	for _, m := range cfg.Modes {
@@ -243,7 +263,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	fmt.Fprintf(stderr, "\r%s [%3d/%3d] done%60s\n", bar(total, total), total, total, "")
 	summarize(rep.Results)
 
-	writeTable(stdout, cfg.DB, rep.Results)
+	writeTable(stdout, cfg.DB, cfg.Procs, rep.Results)
 	writeNotes(stdout, rep)
 	if len(cfg.SweepRows) > 0 {
 		fmt.Fprintf(stderr, "size sweep: rows %v, payloads %v\n", cfg.SweepRows, cfg.SweepPayloads)
@@ -262,7 +282,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	if err := os.WriteFile(filepath.Join(cfg.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	return writeChart(filepath.Join(cfg.Out, "throughput.svg"), cfg.DB, rep.Results)
+	return writeChart(filepath.Join(cfg.Out, "throughput.svg"), cfg.DB, cfg.Procs, rep.Results)
 }
 
 // bar is a 20-character progress bar.
@@ -316,16 +336,25 @@ func median(xs []float64) float64 {
 
 // writeTable prints the results as a Markdown table. On Galera it adds
 // the transactions the cluster aborted per operation, and marks the modes
-// whose locks are node-local.
-func writeTable(w io.Writer, db string, results []Result) {
+// whose locks are node-local; with -procs above 1, the processes each
+// cell's workers ran in.
+func writeTable(w io.Writer, db string, procs int, results []Result) {
 	galera := db == dbGalera
 	aborts, alignAborts := "", ""
 	if galera {
 		aborts, alignAborts = " aborts/op |", "---:|"
 	}
-	fmt.Fprintf(w, "| db | mode | keys | workers | ops/s | vs raw | client CPU/op | retries/op |%s p50 | p99 | max | errors | lost |\n", aborts)
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|\n", alignAborts)
+	procsCol, alignProcs := "", ""
+	if procs > 1 {
+		procsCol, alignProcs = " procs |", "---:|"
+	}
+	fmt.Fprintf(w, "| db | mode | keys | workers |%s ops/s | vs raw | client CPU/op | retries/op |%s p50 | p99 | max | errors | lost |\n", procsCol, aborts)
+	fmt.Fprintf(w, "|---|---|---:|---:|%s---:|---:|---:|---:|%s---:|---:|---:|---:|---:|\n", alignProcs, alignAborts)
 	for _, r := range results {
+		procsCell := ""
+		if procs > 1 {
+			procsCell = fmt.Sprintf(" %d |", r.Procs)
+		}
 		vs := "—"
 		if r.VsRaw > 0 {
 			vs = fmt.Sprintf("%.2f×", r.VsRaw)
@@ -337,8 +366,8 @@ func writeTable(w io.Writer, db string, results []Result) {
 				mode += " (node-local)"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %v | %.2f |%s %v | %v | %v | %d | %d |\n",
-			db, mode, r.Keys, r.Workers, r.OpsPerSec, vs, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp, extra,
+		fmt.Fprintf(w, "| %s | %s | %d | %d |%s %.0f | %s | %v | %.2f |%s %v | %v | %v | %d | %d |\n",
+			db, mode, r.Keys, r.Workers, procsCell, r.OpsPerSec, vs, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp, extra,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.Errors, r.Lost)
 	}
 }
@@ -359,6 +388,9 @@ func writeNotes(w io.Writer, rep report) {
 	}
 	if rep.Config.Nodes > 1 {
 		notes = append(notes, fmt.Sprintf("workers spread over %d nodes (worker w on node w %% %d), each node with its own pool and repositories; aborts/op: transactions the cluster aborted (wsrep_local_cert_failures + wsrep_local_bf_aborts, all nodes) per successful operation; each is either answered with 1213 (ErrDeadlock) and retried by the client, which retries/op counts, or an autocommit statement the node retried by itself (wsrep_retry_autocommit)", rep.Config.Nodes, rep.Config.Nodes))
+	}
+	if p := rep.Config.Procs; p > 1 {
+		notes = append(notes, fmt.Sprintf("procs: each cell's workers ran in min(%d, workers) child processes started together (worker w in process w %% %d), each with its own pool and repositories (optimistic: one Repository per process, shared by its workers); client CPU/op sums the processes' CPU time, and lost is checked here on the database, against the successful operations of all of them", p, p))
 	}
 	if len(notes) == 0 {
 		return
