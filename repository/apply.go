@@ -78,7 +78,9 @@ func If(cond string, args ...any) ApplyOption {
 // Apply runs the UPDATE and a SELECT in one transaction (ctx's, or its
 // own). A missing record gives an error matching locking.ErrNotFound, a
 // condition that does not hold one matching locking.ErrConditionFailed
-// (nothing written in either case). No changes, an unknown field, the key,
+// (nothing written in either case). With leases on (WithLeases), a record
+// someone has leased is refused like every guarded write, with an error
+// matching locking.ErrLocked. No changes, an unknown field, the key,
 // the version, the update or deletion time, or a model with update hooks
 // (which need the entity before the write; Apply has none) give an error
 // matching locking.ErrInvalidArgument or locking.ErrNotSupported before
@@ -102,6 +104,9 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 	}
 	if !r.m.ownSelect() {
 		return nil, fmt.Errorf("%w: %s: Apply returns the row its statement wrote, which needs every field read by column: the model has an AfterFind hook or a read-only field; use Mutate", locking.ErrNotSupported, r.m.table)
+	}
+	if err := r.checkIsolation(ctx, "Apply"); err != nil {
+		return nil, err
 	}
 	if r.m.hooks.update() {
 		return nil, fmt.Errorf("%w: %s: Apply: the model has update hooks (BeforeSave, BeforeUpdate, AfterUpdate, AfterSave), which need the entity before the write; use Mutate", locking.ErrNotSupported, r.m.table)
@@ -139,7 +144,18 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 		switch {
 		case xerr != nil:
 			return nil, xerr
+		case found && !deleted && r.m.leases != nil:
+			if st, lerr := r.leaseState(ctx, id); lerr != nil {
+				return nil, lerr
+			} else if st != nil {
+				return nil, r.leaseRefused(ctx, id, 0, "apply")
+			}
+			fallthrough
 		case found && !deleted && cfg.cond != "":
+			if cfg.cond == "" {
+				// A lease refused it and has ended since: still refused.
+				return nil, r.leaseRefused(ctx, id, 0, "apply")
+			}
 			return nil, fmt.Errorf("%w: %s: Apply id=%v: the condition %s does not hold; nothing was written", locking.ErrConditionFailed, r.m.table, id, cfg.cond)
 		}
 		return nil, &locking.NotFoundError{Table: r.m.table, ID: id}
@@ -220,6 +236,9 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 		args = append(args, timeValue(m.updatedAt, now()))
 	}
 	w.str(" WHERE ").keyEq(m).live(m, liveRows)
+	if m.leases != nil {
+		w.str(" AND ").str(m.leases.guard) // a leased record is its holder's
+	}
 	args = m.keyArgs(args, id)
 	if cfg.cond != "" {
 		if n := strings.Count(cfg.cond, "?"); n != len(cfg.condArgs) {
@@ -293,7 +312,8 @@ func (r *Repository[T]) scanReturned(ctx context.Context, pool gorm.ConnPool, qu
 func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id any, e *T) (n int64, err error) {
 	body := func(ctx context.Context) error {
 		db, _ := r.conn(ctx)
-		n, _, err = r.execSQLID(ctx, db.Statement.ConnPool, q, args, true)
+		var version int64
+		n, version, err = r.execSQLID(ctx, db.Statement.ConnPool, q, args, true)
 		if err != nil {
 			err = locking.Classify(err)
 			noteRolledBack(ctx, r.store, err)
@@ -304,6 +324,15 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 		}
 		if err := r.readRow(ctx, db.Statement.ConnPool, r.m.selectAnySQL, e, id); err != nil {
 			err = locking.Classify(err)
+			noteRolledBack(ctx, r.store, err)
+			return err
+		}
+		if got := r.versionOf(ctx, reflectElem(e)); got != version {
+			// Not the row this statement wrote: the transaction was
+			// rolled back under it (Galera aborts a transaction between
+			// its statements, and a read after that runs outside it).
+			err := &locking.DatabaseError{Kind: locking.ErrDeadlock, Code: "1213",
+				Err: fmt.Errorf("read back version %d, not the %d written: the transaction was rolled back", got, version)}
 			noteRolledBack(ctx, r.store, err)
 			return err
 		}

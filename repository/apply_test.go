@@ -12,6 +12,7 @@ import (
 
 	"github.com/gormlock/gormlock/internal/testdb"
 	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -150,5 +151,31 @@ func TestApplyLosesNoIncrement(t *testing.T) {
 		})
 		lost, _, _ := rawAccount(t, db, b.ID)
 		assert.Equal(t, int64(3), lost, "a change computed from a read loses all but one increment of each round")
+	})
+}
+
+// With leases on, Apply refuses a record someone has leased, like every
+// guarded write, and writes it once the lease is over.
+func TestApplyRespectsLeases(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		accounts, err := repository.New[models.Account](db, repository.WithLeases())
+		require.NoError(t, err)
+		a := newAccount(t, accounts, "ann", 10)
+		_, lease, err := accounts.GetAndLock(ctx, a.ID, "someone")
+		require.NoError(t, err)
+		_, err = accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("Balance", 1)})
+		require.ErrorIs(t, err, locking.ErrLocked)
+		var le *locking.LeaseError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, "someone", le.Holder)
+		balance, version, _ := rawAccount(t, db, a.ID)
+		assert.Equal(t, int64(10), balance)
+		assert.Equal(t, a.Version, version)
+
+		require.NoError(t, accounts.Unlock(ctx, lease))
+		got, err := accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("Balance", 1)})
+		require.NoError(t, err)
+		assert.Equal(t, int64(11), got.Balance)
 	})
 }

@@ -25,6 +25,9 @@ type txState struct {
 	// commitInCtx: send COMMIT as a statement bound to the context
 	// (MySQL: see runBegun).
 	commitInCtx bool
+	// checkAlive: ask before COMMIT whether the transaction is still
+	// open (Galera: see runBegun).
+	checkAlive bool
 
 	mu sync.Mutex
 	// rolledBack is the error of a statement after which the database
@@ -148,6 +151,7 @@ func (s store) runTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w lockW
 		}
 		st.tx = tx
 		st.commitInCtx = s.caps.Dialector() == dialect.MySQL
+		st.checkAlive = s.caps.Name == dialect.Galera
 	}
 	return runBegun(ctx, st, op, fn)
 }
@@ -183,6 +187,26 @@ func runBegun(ctx context.Context, st *txState, op string, fn func(context.Conte
 	if err := ctx.Err(); err != nil {
 		// Not sent: the deferred rollback ends the transaction.
 		return fmt.Errorf("%s: not committed: %w", op, err)
+	}
+	if st.checkAlive {
+		// Galera aborts a transaction that conflicts with a write
+		// replicated from another node at any time, also between two of
+		// its statements. The next statement is then told (1213) — but a
+		// prepared SELECT is not: it runs after the rollback, outside any
+		// transaction, and answers rows, and the COMMIT that follows
+		// answers OK for writes that were rolled back (measured: 7 of 240
+		// acknowledged increments lost when a transaction ended with a
+		// read). So before COMMIT, ask — in a plain statement, which is
+		// told — whether the transaction is still open.
+		var open int
+		err := st.tx.Statement.ConnPool.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: not committed: %w", op, locking.Classify(err))
+		case open == 0:
+			return fmt.Errorf("%s: not committed: the cluster rolled the transaction back (a conflict with a write on another node): %w",
+				op, &locking.DatabaseError{Kind: locking.ErrDeadlock, Code: "1213", Err: errors.New("transaction no longer open before COMMIT")})
+		}
 	}
 	committed = true // a failed COMMIT ends the transaction as well
 	if st.commitInCtx && ctx.Done() != nil {
