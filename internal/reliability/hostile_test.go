@@ -1459,6 +1459,81 @@ func hostileCases() []hostileCase {
 	out = append(out, hostileWriteCases()...)
 	out = append(out, hostileTxCases()...)
 	out = append(out, hostileMiscCases()...)
+	out = append(out, hostileApplyCases()...)
+	return out
+}
+
+// hostileApplyCases are Apply's and adaptive Mutate's: bad changes and
+// conditions are refused before any I/O, SQL in values is bound, a leased
+// or missing record or a false condition writes nothing.
+func hostileApplyCases() []hostileCase {
+	var out []hostileCase
+	add := func(in string, uses []string, want hostileWant, changes []repository.Change, opts ...repository.ApplyOption) {
+		out = append(out, hostileCase{api: "Apply", uses: uses, input: in, want: want, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(ctx, f.a2.ID, changes, opts...)
+			return err
+		}})
+	}
+	one := []repository.Change{repository.Add("Balance", 1)}
+	add("no changes", nil, hostileInvalid, nil)
+	add("unknown field", []string{"Add"}, hostileInvalid, []repository.Change{repository.Add("Nope", 1)})
+	add("SQL as a field name", []string{"Add"}, hostileInvalid, []repository.Change{repository.Add("balance = 0, owner", 1)})
+	add("the version", []string{"SetTo"}, hostileInvalid, []repository.Change{repository.SetTo("Version", 1)})
+	add("the key", []string{"SetTo"}, hostileInvalid, []repository.Change{repository.SetTo("ID", 99)})
+	add("the update time", []string{"SetTo"}, hostileInvalid, []repository.Change{repository.SetTo("updated_at", nil)})
+	add("a field twice", []string{"Add"}, hostileInvalid, []repository.Change{repository.Add("Balance", 1), repository.Add("balance", 1)})
+	add("Expr with a second statement", []string{"Expr"}, hostileInvalid, []repository.Change{repository.Expr("Balance", "0; DELETE FROM accounts")})
+	add("Expr with a comment", []string{"Expr"}, hostileInvalid, []repository.Change{repository.Expr("Balance", "0 /* x */")})
+	add("Expr with more placeholders than arguments", []string{"Expr"}, hostileInvalid, []repository.Change{repository.Expr("Balance", "balance + ?")})
+	add("If with a second statement", []string{"If"}, hostileInvalid, one, repository.If("1=1; DELETE FROM accounts"))
+	add("If with a comment", []string{"If"}, hostileInvalid, one, repository.If("1=1 -- "))
+	add("If empty", []string{"If"}, hostileInvalid, one, repository.If("  "))
+	add("If that does not hold", []string{"If"}, hostileIs(locking.ErrConditionFailed), one, repository.If("1 = 0"))
+	add("If with SQL in a bound value", []string{"If", "SetTo"}, hostileIs(locking.ErrConditionFailed),
+		[]repository.Change{repository.SetTo("Owner", "x'); DELETE FROM accounts; --")}, repository.If("owner = ?", "' OR '1'='1"))
+	add("nil ApplyOption, If false", []string{"If"}, hostileIs(locking.ErrConditionFailed), one, nil, repository.If("balance < ?", math.MinInt64))
+	out = append(out,
+		hostileCase{api: "Apply", input: "leased record", want: hostileLocked, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(ctx, f.a1.ID, one)
+			return err
+		}},
+		hostileCase{api: "Apply", input: "missing record", want: hostileNotFound, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(ctx, int64(math.MaxInt64), one)
+			return err
+		}},
+		hostileCase{api: "Apply", input: "id of the wrong type", want: hostileInvalid, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(ctx, "1", one)
+			return err
+		}},
+		hostileCase{api: "Apply", input: "nil id", want: hostileInvalid, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(ctx, nil, one)
+			return err
+		}},
+		hostileCase{api: "Apply", input: "cancelled context", want: hostileCanceled, call: func(_ context.Context, f *hostileFixture) error {
+			_, err := f.accts.Apply(hostileCancelled(), f.a2.ID, one)
+			return err
+		}},
+		hostileCase{api: "Mutate", uses: []string{"WithAdaptive", "Report"}, input: "adaptive, missing record, Report", want: hostileNotFound, call: func(ctx context.Context, f *hostileFixture) error {
+			r, err := repository.New[models.Account](f.db, repository.WithAdaptive(true))
+			if err != nil {
+				return err
+			}
+			var rep repository.MutateReport
+			_, err = r.Mutate(ctx, int64(math.MaxInt64), func(a *models.Account) error { a.Balance = -1; return nil }, repository.Report(&rep))
+			if err != nil && (rep.Attempts != 1 || rep.Err == nil) {
+				return hostileCheck("the report says %v", rep)
+			}
+			return err
+		}},
+		hostileCase{api: "Mutate", uses: []string{"Report"}, input: "nil Report", want: hostileInvalid, call: func(ctx context.Context, f *hostileFixture) error {
+			_, err := f.accts.Mutate(ctx, f.a2.ID, func(a *models.Account) error { a.Balance = -1; return nil }, repository.Report(nil))
+			return err
+		}},
+		hostileCase{api: "New", uses: []string{"WithMutateHook"}, input: "nil WithMutateHook", want: hostileInvalid, call: func(_ context.Context, f *hostileFixture) error {
+			_, err := repository.New[models.Account](f.db, repository.WithMutateHook(nil))
+			return err
+		}},
+	)
 	return out
 }
 
@@ -1515,6 +1590,7 @@ var hostileFunctions = []string{
 	"OpKey", "Where", "OrderBy", "Limit", "Offset", "TTL", "NoWait", "LockTimeout", "ForShare",
 	"Locking", "Retry", "Attempts", "WithLeases", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
 	"VerifyOperationSchema", "WithCallbacks", "WithTx", "Tx", "Permanently", "SkipAssociations", "IncludeDeleted", "Preload",
+	"WithAdaptive", "Report", "WithMutateHook", "Add", "SetTo", "Expr", "If",
 }
 
 // TestHostileCoverage proves the hostile table has no gap: every exported
