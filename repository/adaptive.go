@@ -134,13 +134,19 @@ func (h *heat) noteLock(d time.Duration) bool {
 	return false
 }
 
-// WithAdaptive turns adaptive Mutate on or off (off by default): with it,
-// Mutate and Upsert escalate to a row lock on records that prove hot (see
-// the package documentation of adaptive Mutate in the README). Use it when
-// several processes write the same records at once. fn must then not write
-// the record through another connection or transaction: on a locked attempt
-// that write would wait for the lock its own call holds. MutateLocked is
-// unaffected.
+// WithAdaptive turns adaptive Mutate on or off (off by default). With it,
+// when an attempt of Mutate or Upsert loses a race (ErrStaleData, or the
+// database aborted it), the next attempt runs at once, without the backoff,
+// with the row locked as in MutateLocked; and the record stays hot in the
+// Repository for 500 ms after the last sign of contention (a lost race, or
+// a locked read that waited for another transaction), so its calls start
+// locked and queue on the database instead of racing. Without contention
+// it cools and Mutate is optimistic again. Use it when several processes
+// write the same records at once. The errors, the version rule and the
+// retry policy are those of Mutate, and fn runs again only after a lost
+// race. fn must not write the record through another connection or
+// transaction: on a locked attempt that write would wait for the lock its
+// own call holds. MutateLocked is unaffected.
 func WithAdaptive(on bool) Option {
 	return func(o *options) error {
 		o.adaptive = &on

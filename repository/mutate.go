@@ -43,6 +43,10 @@ func (e *abortError) Unwrap() error { return e.err }
 // processes are still caught by the version guard and retried. fn must
 // therefore not itself call Mutate or Upsert on the same record with a
 // context that carries no transaction. Waiting for the turn ends with ctx.
+//
+// With WithAdaptive, an attempt that lost a race is followed at once by one
+// that holds the row lock, and a record that proved hot starts locked (see
+// WithAdaptive). Report and WithMutateHook tell what a call did.
 func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
 	if fn == nil {
 		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)
