@@ -123,6 +123,10 @@ type leaseSQL struct {
 	// guard is the condition every guarded write adds: no unexpired
 	// lease on the row being written.
 	guard string
+	// pg holds the one-statement forms of GetAndLock and UpdateWithLease
+	// (PostgreSQL, for a model Get reads with its own SELECT); nil
+	// elsewhere.
+	pg *pgLeaseSQL
 }
 
 // buildLeaseSQL writes the lease statements for the table of m. Lease rows
@@ -164,17 +168,18 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 	// agree: a lease whose Key names another record than its ID (forged,
 	// or mixed up) can neither end one record's lease nor write another.
 	held := `resource = ? AND record_key = ? AND record_key = (SELECT ` + key + ` FROM ` + table + ` WHERE ` + match + `) AND token_hash = ? AND fence = ? AND expires_ms > NOW`
-	l := &leaseSQL{
-		// Take the lease of an existing record when its lease row is
-		// missing, released or expired; the fence grows with every
-		// acquisition. The clock is read once. No row back: the record is
-		// missing or someone holds the lease.
-		acquire: w(`INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+	// Take the lease of an existing record when its lease row is missing,
+	// released or expired; the fence grows with every acquisition. The
+	// clock is read once. No row back: the record is missing or someone
+	// holds the lease.
+	acquire := `INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
 SELECT ?, ` + key + `, ?, ?, 1, c.now_ms, c.now_ms + ? FROM ` + table + `, (SELECT NOW AS now_ms) AS c WHERE ` + match + live + `{bound}
 ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
   fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
 WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
-RETURNING record_key, fence, acquired_ms, expires_ms`),
+RETURNING record_key, fence, acquired_ms, expires_ms`
+	l := &leaseSQL{
+		acquire: w(acquire),
 		// A released lease keeps its row, and so its fence.
 		release: w(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE ` + held + `{bound}`),
 		renew:   w(`UPDATE ` + LeaseTable + ` SET expires_ms = NOW + ? WHERE ` + held + `{bound} RETURNING expires_ms`),
@@ -186,6 +191,9 @@ RETURNING record_key, fence, acquired_ms, expires_ms`),
 AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable + `.record_key){bound}`),
 		guard: `NOT EXISTS (SELECT 1 FROM ` + LeaseTable + ` AS l WHERE l.resource = ` + quoteString(m.table) +
 			` AND l.record_key = ` + key + ` AND l.token_hash IS NOT NULL AND l.expires_ms > ` + now + `)`,
+	}
+	if m.caps.Name == dialect.Postgres {
+		l.pg = buildPGLeaseSQL(db, m, quote, table, key, match, live, strings.ReplaceAll(acquire, "NOW", now))
 	}
 	if m.caps.VersionBack == dialect.LastInsertID {
 		// MySQL: no ON CONFLICT ... WHERE and no UPDATE ... RETURNING.
@@ -329,6 +337,9 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
 	var acquired, expires int64
+	if r.m.leases.pg != nil {
+		return r.getAndLockPG(ctx, id, lease, ttl)
+	}
 	err = r.acquire(ctx, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id), hashToken(lease.Token),
 		&lease.Key, &lease.Fence, &acquired, &expires)
 	if isNoRows(err) {
@@ -348,11 +359,21 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 	// write in progress (PostgreSQL); SQLite's writes are already done.
 	var e T
 	db, _ := r.conn(ctx)
-	q := primary(db.WithContext(ctx))
-	if r.m.caps.How(dialect.SharedLock) == dialect.Native {
-		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
+	shared := r.m.caps.How(dialect.SharedLock) == dialect.Native
+	if r.m.selectSQL != "" {
+		query := r.m.selectSQL
+		if shared {
+			query = r.m.lockedSelect(lockConfig{shared: true})
+		}
+		err = r.readRow(ctx, db.Statement.ConnPool, query, &e, id)
+	} else {
+		q := primary(db.WithContext(ctx))
+		if shared {
+			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
+		}
+		err = q.Take(&e, r.m.keyCond(id)).Error
 	}
-	if err := q.Take(&e, r.m.keyCond(id)).Error; err != nil {
+	if err != nil {
 		err = fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, r.translate(err, id))
 		// Deleted meanwhile, or the read failed: give the lease back.
 		if rerr := r.release(context.WithoutCancel(ctx), lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
@@ -571,7 +592,20 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	if method == "DeleteWithLease" {
 		op = "delete"
 	}
-	return RunInTx(ctx, r.db, func(ctx context.Context) error {
+	_, inTx := r.conn(ctx)
+	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
+		// One statement, committed by itself (see pgLeaseSQL). Inside a
+		// transaction the savepoint below keeps a failed write from
+		// aborting the caller's transaction.
+		return r.updateWithLeasePG(ctx, e, l, id)
+	}
+	inTxOrOwn := func(fn func(context.Context) error) error {
+		if inTx {
+			return RunInTx(ctx, r.db, fn) // a savepoint of the caller's
+		}
+		return r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": "+method, fn)
+	}
+	return inTxOrOwn(func(ctx context.Context) error {
 		if r.m.caps.Dialector() == dialect.MySQL {
 			// Lock the record before the lease row, in the order
 			// GetAndLock takes them (its INSERT ... SELECT reads the record

@@ -76,6 +76,11 @@ func containsStatement(sqls []string, prefix string) bool {
 				s = rest
 			}
 		}
+		// PostgreSQL's one-statement lease calls are CTEs: WITH g AS
+		// (INSERT INTO gormlock_leases ...
+		if _, rest, ok := strings.Cut(s, " AS ("); ok && strings.HasPrefix(s, "WITH ") {
+			s = rest
+		}
 		if strings.HasPrefix(s, prefix) {
 			return true
 		}
