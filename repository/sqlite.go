@@ -195,7 +195,7 @@ func (c *sqliteConn) lockSQLite(ctx context.Context, w lockWait, step func() err
 			t.Stop()
 			return fmt.Errorf("waiting for SQLite's write lock: %w", ctx.Err())
 		}
-		sleep = min(2*sleep, 16*time.Millisecond)
+		sleep = min(2*sleep, 2*time.Millisecond)
 	}
 }
 
