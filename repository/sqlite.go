@@ -176,6 +176,13 @@ func (c *sqliteConn) lockSQLite(ctx context.Context, w lockWait, step func() err
 	sleep := 500 * time.Microsecond
 	for {
 		err := step()
+		if err != nil && ctx.Err() != nil && !locking.IsSQLiteBusy(err) {
+			// The context ended while the statement ran, and the driver
+			// interrupted it (the pure-Go driver answers SQLITE_INTERRUPT
+			// rather than the context's error): SQLite rolled the
+			// statement back, so nothing was done.
+			return fmt.Errorf("waiting for SQLite's write lock: %w (%w)", ctx.Err(), err)
+		}
 		if !locking.IsSQLiteBusy(err) {
 			return err
 		}
