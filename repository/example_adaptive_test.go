@@ -72,3 +72,28 @@ func ExampleWithAdaptive() {
 	// <nil> 2 attempts, 1 locked, escalated: true
 	// 12 hot: true 1 locked
 }
+
+// WithMutateHook sees what every Mutate, Upsert and MutateLocked call did,
+// for metrics.
+func ExampleWithMutateHook() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	accounts, err := repository.New[models.Account](db, repository.WithMutateHook(func(_ context.Context, rep repository.MutateReport) {
+		fmt.Println(rep)
+	}))
+	if err != nil {
+		panic(err)
+	}
+	acct := &models.Account{Owner: "ann"}
+	if err := accounts.Create(ctx, acct); err != nil {
+		panic(err)
+	}
+	_, _ = accounts.Mutate(ctx, acct.ID, func(a *models.Account) error { a.Balance++; return nil })
+	_, _ = accounts.MutateLocked(ctx, acct.ID, func(a *models.Account) error { a.Balance++; return nil })
+	_, _ = accounts.Mutate(ctx, int64(42), func(a *models.Account) error { return nil })
+	// Output:
+	// mutate accounts id=1: 1 attempts, 0 locked
+	// mutateLocked accounts id=1: 1 attempts, 1 locked
+	// mutate accounts id=42: 1 attempts, 0 locked: accounts: Get id=42: gormlock: record not found: accounts id=42
+}
