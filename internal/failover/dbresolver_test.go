@@ -244,6 +244,8 @@ func TestReplicaAheadOfThePrimary(t *testing.T) {
 	a := &models.Account{Owner: "ahead"}
 	require.NoError(t, repo.Create(ctx, a))
 	v0 := a.Version
+	probe := &models.Account{Owner: "probe"} // see below
+	require.NoError(t, repo.Create(ctx, probe))
 	require.NoError(t, p.CatchUp(ctx))
 
 	setGhost := func(names string) {
@@ -251,11 +253,26 @@ func TestReplicaAheadOfThePrimary(t *testing.T) {
 		require.NoError(t, primary.WithContext(ctx).Exec("SELECT pg_reload_conf()").Error)
 	}
 	setGhost("ghost")
-	waitFor(t, ctx, "the primary waiting for the ghost standby", func() bool {
-		var names string
-		require.NoError(t, primary.WithContext(ctx).Raw("SHOW synchronous_standby_names").Row().Scan(&names))
-		return names == "ghost"
-	})
+	// A commit waits for the ghost only once the checkpointer has read the
+	// new setting (it publishes whether synchronous standbys are defined),
+	// a moment after the sessions see it. So commit a probe, on a record of
+	// its own, until one waits; the probes are released with the real
+	// commit at the end.
+	var probes []chan error
+	for waiting := false; !waiting; {
+		done := make(chan error, 1)
+		probes = append(probes, done)
+		go func() {
+			_, err := repo.Mutate(ctx, probe.ID, func(x *models.Account) error { x.Balance++; return nil })
+			done <- err
+		}()
+		waitFor(t, ctx, "a probe commit to wait for the ghost, or to end", func() bool {
+			n, err := p.SyncRepWaiters(ctx)
+			require.NoError(t, err)
+			waiting = n == 1
+			return waiting || len(done) == 1
+		})
+	}
 	b := *a
 	b.Balance = 1
 	committed := make(chan error, 1)
@@ -263,7 +280,7 @@ func TestReplicaAheadOfThePrimary(t *testing.T) {
 	waitFor(t, ctx, "the commit waiting for the ghost", func() bool {
 		n, err := p.SyncRepWaiters(ctx)
 		require.NoError(t, err)
-		return n == 1
+		return n == 2 // the probe and the commit
 	})
 	waitFor(t, ctx, "the standby showing the commit", func() bool {
 		return balance(t, ctx, standby, a.ID) == 1
@@ -283,6 +300,9 @@ func TestReplicaAheadOfThePrimary(t *testing.T) {
 
 	setGhost("")
 	require.NoError(t, <-committed)
+	for _, done := range probes {
+		require.NoError(t, <-done)
+	}
 	require.Equal(t, ahead.Version, b.Version, "the version the replica showed is the commit's")
 	require.NoError(t, repo.Update(ctx, &ahead), "once the primary shows the commit, the write applies")
 	require.Equal(t, int64(2), balance(t, ctx, primary, a.ID))
