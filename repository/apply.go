@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -140,27 +141,35 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 		return nil, fmt.Errorf("%s: Apply id=%v: %w", r.m.table, id, err)
 	}
 	if n == 0 {
-		_, found, deleted, xerr := r.currentVersion(ctx, id)
-		switch {
-		case xerr != nil:
-			return nil, xerr
-		case found && !deleted && r.m.leases != nil:
-			if st, lerr := r.leaseState(ctx, id); lerr != nil {
-				return nil, lerr
-			} else if st != nil {
-				return nil, r.leaseRefused(ctx, id, 0, "apply")
-			}
-			fallthrough
-		case found && !deleted && cfg.cond != "":
-			if cfg.cond == "" {
-				// A lease refused it and has ended since: still refused.
-				return nil, r.leaseRefused(ctx, id, 0, "apply")
-			}
-			return nil, fmt.Errorf("%w: %s: Apply id=%v: the condition %s does not hold; nothing was written", locking.ErrConditionFailed, r.m.table, id, cfg.cond)
-		}
-		return nil, &locking.NotFoundError{Table: r.m.table, ID: id}
+		return nil, r.whyNotApplied(ctx, id, cfg.cond)
 	}
 	return &e, nil
+}
+
+// whyNotApplied explains an Apply that matched no row: the record is
+// missing, someone holds a lease on it, or the condition cond did not hold.
+func (r *Repository[T]) whyNotApplied(ctx context.Context, id any, cond string) error {
+	_, found, deleted, err := r.currentVersion(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !found || deleted:
+		return &locking.NotFoundError{Table: r.m.table, ID: id}
+	}
+	if r.m.leases != nil {
+		// A lease held now refused it; without a condition, so did one
+		// that has ended since.
+		err := r.leaseRefused(ctx, id, 0, "apply")
+		var le *locking.LeaseError
+		if cond == "" || !errors.As(err, &le) || le.Holder != "" {
+			return err
+		}
+	}
+	if cond != "" {
+		return fmt.Errorf("%w: %s: Apply id=%v: the condition %s does not hold; nothing was written", locking.ErrConditionFailed, r.m.table, id, cond)
+	}
+	// The record is there now but was not when the statement ran.
+	return &locking.NotFoundError{Table: r.m.table, ID: id}
 }
 
 // boundedOf returns the bounded form of an Apply statement: the statement
