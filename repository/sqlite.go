@@ -44,6 +44,11 @@ type sqliteGate struct {
 	// busyMS is the busy_timeout the database's connections were opened
 	// with, in milliseconds; -1 until read.
 	busyMS atomic.Int64
+	// cross is the lock the heads of the processes' gates take turns on
+	// (crosslock.go), or nil; crossOpened says whether it was looked for.
+	// Only the gate's head uses them.
+	cross       *crossLock
+	crossOpened bool
 }
 
 var sqliteGates sync.Map // weak.Pointer[sql.DB] -> *sqliteGate
@@ -115,11 +120,15 @@ func (g *sqliteGate) busyTimeout(ctx context.Context, conn *sql.Conn) (int64, er
 }
 
 // sqliteConn is a connection taken for one write or one transaction: it
-// holds the turn at the gate until release.
+// holds the turn at the gate (and the gate's cross-process lock) until
+// release.
 type sqliteConn struct {
 	gate *sqliteGate
 	conn *sql.Conn
 	busy int64 // the connection's busy_timeout to restore, ms
+	// deadline ends the wait for the write lock, when set.
+	deadline time.Time
+	crossed  bool // holds gate.cross
 	// bad marks the connection as unusable (its settings or its
 	// transaction could not be restored): release drops it from the pool.
 	bad bool
@@ -138,19 +147,42 @@ func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, er
 	if err := g.enter(ctx, w); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
 		g.leave()
 		return nil, locking.Classify(err)
 	}
 	c := &sqliteConn{gate: g, conn: conn, busy: -1}
-	if ctx.Done() == nil && !w.nowait && w.limit == 0 {
+	if !g.crossOpened {
+		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
+	}
+	keep := ctx.Done() == nil && !w.nowait && w.limit == 0
+	var busy int64
+	if g.cross != nil || !keep {
+		if busy, err = g.busyTimeout(ctx, conn); err != nil {
+			c.bad = true
+			c.release(ctx)
+			return nil, err
+		}
+	}
+	limit := w.limit
+	if limit == 0 {
+		limit = time.Duration(busy) * time.Millisecond
+	}
+	c.deadline = start.Add(limit)
+	if g.cross != nil {
+		if err := g.cross.lock(ctx, w.nowait, w.limit > 0, c.deadline); err != nil {
+			c.release(ctx)
+			return nil, err
+		}
+		c.crossed = true
+	}
+	if keep {
 		return c, nil
 	}
-	if c.busy, err = g.busyTimeout(ctx, conn); err == nil {
-		_, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0")
-	}
-	if err != nil {
+	c.busy = busy
+	if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		c.bad = true
 		c.release(ctx)
 		return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
@@ -166,13 +198,12 @@ func takeSQLite(ctx context.Context, sqlDB *sql.DB, w lockWait) (*sqliteConn, er
 // error (ErrLockTimeout under LockTimeout), or when ctx ends, with ctx's
 // error; either way nothing was done.
 func (c *sqliteConn) lockSQLite(ctx context.Context, w lockWait, step func() error) error {
-	limit := w.limit
-	if limit == 0 {
-		// The connection's busy timeout, or (busy < 0) none left: it
-		// waited in SQLite already.
-		limit = time.Duration(c.busy) * time.Millisecond
+	deadline := c.deadline
+	if c.busy < 0 && w.limit == 0 {
+		// The connection kept its busy timeout: it waited in SQLite
+		// already.
+		deadline = time.Time{}
 	}
-	deadline := time.Now().Add(limit)
 	sleep := 500 * time.Microsecond
 	for {
 		err := step()
@@ -230,6 +261,10 @@ func (c *sqliteConn) release(ctx context.Context) {
 		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	_ = c.conn.Close()
+	if c.crossed {
+		c.crossed = false
+		c.gate.cross.unlock()
+	}
 	c.gate.leave()
 }
 
