@@ -28,8 +28,8 @@ const (
 	// own, as separate processes would run it: no in-process queue for a
 	// record, only the version guard and the retry policy.
 	ModeOptimisticMulti = "optimistic-multi"
-	ModePessimistic     = "pessimistic" // Repository.MutateLocked
-	ModeLease           = "lease"       // GetAndLock + UpdateWithLease
+	ModePessimistic     = "pessimistic" // Repository.MutateRowLocked
+	ModeLease           = "lease"       // Leases.Acquire + Leases.Update
 	// ModeAdaptive is Mutate with adaptive escalation
 	// (repository.WithAdaptive) through a Repository of each worker's own,
 	// as separate processes would run it: optimistic until a record proves
@@ -242,7 +242,7 @@ func (h *harness) skip(ctx context.Context, mode string) string {
 // description.
 func (h *harness) note(mode string) string {
 	if h.db == dbGalera && mode == ModePessimistic {
-		return "node-local: FOR UPDATE holds the row on the worker's node only; a writer on another node is not kept out but loses at certification (1213, ErrDeadlock) and MutateLocked retries it from a fresh transaction"
+		return "node-local: FOR UPDATE holds the row on the worker's node only; a writer on another node is not kept out but loses at certification (1213, ErrDeadlock) and MutateRowLocked retries it from a fresh transaction"
 	}
 	return ""
 }
@@ -483,12 +483,19 @@ func retryable(err error) bool { return locking.IsRetryable(locking.Classify(err
 // names the cell's records.
 func (h *harness) op(mode string, n *node, owner string) (op, error) {
 	inc := func(a *models.Account) error { a.Balance++; return nil }
-	// mutate runs Mutate or MutateLocked of one repository.
+	// mutate runs Mutate or MutateRowLocked of one repository.
 	mutate := func(call func(context.Context, any, func(*models.Account) error, ...repository.MutateOption) (*models.Account, error)) op {
 		return func(ctx context.Context, id int64) (int, error) {
-			var k int
-			_, err := call(ctx, id, inc, repository.Attempts(&k))
-			return k, err
+			var rep repository.MutateReport
+			_, err := call(ctx, id, inc, repository.Report(&rep))
+			return rep.Attempts, err
+		}
+	}
+	mutateLocked := func(call func(context.Context, any, func(*models.Account) error, ...repository.LockedMutateOption) (*models.Account, error)) op {
+		return func(ctx context.Context, id int64) (int, error) {
+			var rep repository.MutateReport
+			_, err := call(ctx, id, inc, repository.Report(&rep))
+			return rep.Attempts, err
 		}
 	}
 	switch mode {
@@ -511,7 +518,7 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		}
 		return mutate(own.Mutate), nil
 	case ModePessimistic:
-		return mutate(n.accounts.MutateLocked), nil
+		return mutateLocked(n.accounts.MutateRowLocked), nil
 	case ModeAtomic:
 		add := []repository.Change{repository.Add("Balance", 1)}
 		return func(ctx context.Context, id int64) (int, error) {
@@ -544,7 +551,7 @@ func (h *harness) leaseOp(n *node) op {
 			var a *models.Account
 			var err error
 			if lease == nil {
-				a, lease, err = n.leased.GetAndLock(ctx, id, "bench", repository.TTL(5*time.Second))
+				a, lease, err = n.leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
 			} else {
 				// Still ours; the rolled-back write left a's version
 				// changed in memory, so read it again.
@@ -552,26 +559,26 @@ func (h *harness) leaseOp(n *node) op {
 			}
 			if err != nil {
 				if lease != nil {
-					_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+					_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
 					lease = nil
 				}
 				return err
 			}
 			a.Balance++
-			err = n.leased.UpdateWithLease(ctx, a, lease)
+			err = n.leased.Leases().Update(ctx, a, lease)
 			switch {
 			case err == nil:
 				lease = nil
 			case errors.Is(err, locking.ErrDeadlock), errors.Is(err, locking.ErrSerialization):
 				// Not applied, and the lease still held: try again with it.
 			default:
-				_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+				_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
 				lease = nil
 			}
 			return err
 		})
 		if lease != nil {
-			_ = n.leased.Unlock(context.WithoutCancel(ctx), lease)
+			_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
 		}
 		return attempts, err
 	}

@@ -12,7 +12,7 @@
 //
 // Modes: raw (the same SQL through database/sql: the floor), gorm (plain GORM
 // with a hand-written WHERE version = ?), optimistic (Mutate), pessimistic
-// (MutateLocked), lease (GetAndLock + UpdateWithLease); and, only when named,
+// (MutateRowLocked), lease (Leases.Acquire + Leases.Update); and, only when named,
 // claim (Claim, FOR UPDATE SKIP LOCKED, in a transaction; skipped where
 // gormlock refuses it) and unguarded, the negative control (read, write back,
 // no version), which fails the run by losing updates. Every cell checks

@@ -24,16 +24,26 @@ var (
 	// argument was unusable (nil entity, zero version, zero id, bad option).
 	ErrInvalidArgument = errors.New("gormlock: invalid argument")
 
-	// ErrLocked means the record, or the database's write lock, is held by
-	// someone else and the operation did not get it: it chose not to wait
-	// (NOWAIT), or the driver's wait ran out (SQLITE_BUSY after the busy
-	// timeout, PostgreSQL 55P03, MySQL/MariaDB 1205 and MySQL 8's 3572).
+	// ErrLocked means the record is locked by someone else and the
+	// operation did not get it: a row lock or the database's write lock it
+	// chose not to wait for (NOWAIT) or whose wait ran out (SQLITE_BUSY
+	// after the busy timeout, PostgreSQL 55P03, MySQL/MariaDB 1205 and
+	// MySQL 8's 3572), or a lease someone else holds — which also matches
+	// ErrLeased, so errors.Is(err, ErrLeased) tells the two apart.
 	ErrLocked = errors.New("gormlock: locked")
 
+	// ErrLeased means someone else holds an unexpired lease on the record
+	// (repository.Leases): the operation was refused, and may succeed once
+	// the lease ends. A *LeaseError says who holds it and until when. It is
+	// the lease form of ErrLocked, and also matches ErrLocked: check
+	// ErrLeased to tell a lease from a row lock.
+	ErrLeased = errors.New("gormlock: leased")
+
 	// ErrLeaseExpired means a lease is no longer held by the caller: its
-	// time ran out (by the database's clock), it was unlocked, or its owner
-	// was released. A write or unlock with it is refused. When someone else
-	// holds a newer lease on the record, the error is ErrLocked instead.
+	// time ran out (by the database's clock), it was released, or its
+	// owner's leases were released. A write or release with it is refused.
+	// When someone else holds a newer lease on the record, the error is
+	// ErrLeased instead.
 	ErrLeaseExpired = errors.New("gormlock: lease expired")
 
 	// ErrLockTimeout means waiting for a lock took longer than the timeout
@@ -205,12 +215,12 @@ func (e *BatchError) Error() string {
 func (e *BatchError) Unwrap() []error { return e.Failed }
 
 // LeaseError reports an operation refused because of a lease: the record is
-// leased by someone else (Kind ErrLocked), or the caller's lease is no longer
-// held (Kind ErrLeaseExpired). errors.Is matches Kind. Holder and Until
-// describe the current holder's lease when there is one; the token is never
-// reported.
+// leased by someone else (Kind ErrLeased, which errors.Is also matches as
+// ErrLocked), or the caller's lease is no longer held (Kind
+// ErrLeaseExpired). errors.Is matches Kind. Holder and Until describe the
+// current holder's lease when there is one; the token is never reported.
 type LeaseError struct {
-	Kind   error     // ErrLocked or ErrLeaseExpired
+	Kind   error     // ErrLeased or ErrLeaseExpired
 	Table  string    // table of the record
 	ID     any       // primary key of the record
 	Op     string    // what was refused: "get-and-lock", "update", "unlock", ...
@@ -230,3 +240,7 @@ func (e *LeaseError) Error() string {
 
 // Unwrap returns Kind.
 func (e *LeaseError) Unwrap() error { return e.Kind }
+
+// Is makes a lease held by someone else (Kind ErrLeased) match ErrLocked
+// too: the record is locked, by a lease.
+func (e *LeaseError) Is(target error) bool { return target == ErrLocked && e.Kind == ErrLeased }

@@ -17,7 +17,7 @@ import (
 // race: only one read per commit can win, and every loser reads again. So
 // when an attempt loses (ErrStaleData, or the database aborted it), Mutate
 // runs the next attempt at once — no backoff — with the row locked, the way
-// MutateLocked does: in a transaction, SELECT ... FOR UPDATE (SQLite: its
+// MutateRowLocked does: in a transaction, SELECT ... FOR UPDATE (SQLite: its
 // write lock), fn, the guarded write, COMMIT. The contenders then queue on
 // the database instead of racing. The record stays "hot" in this
 // Repository for hotFor after the last evidence of contention — a lost
@@ -137,7 +137,7 @@ func (h *heat) noteLock(d time.Duration) bool {
 // WithAdaptive turns adaptive Mutate on or off (off by default). With it,
 // when an attempt of Mutate or Upsert loses a race (ErrStaleData, or the
 // database aborted it), the next attempt runs at once, without the backoff,
-// with the row locked as in MutateLocked; and the record stays hot in the
+// with the row locked as in MutateRowLocked; and the record stays hot in the
 // Repository for 500 ms after the last sign of contention (a lost race, or
 // a locked read that waited for another transaction), so its calls start
 // locked and queue on the database instead of racing. Without contention
@@ -146,7 +146,7 @@ func (h *heat) noteLock(d time.Duration) bool {
 // retry policy are those of Mutate, and fn runs again only after a lost
 // race. fn must not write the record through another connection or
 // transaction: on a locked attempt that write would wait for the lock its
-// own call holds. MutateLocked is unaffected.
+// own call holds. MutateRowLocked is unaffected.
 func WithAdaptive(on bool) Option {
 	return func(o *options) error {
 		o.adaptive = &on
@@ -154,18 +154,18 @@ func WithAdaptive(on bool) Option {
 	}
 }
 
-// MutateReport says what one Mutate, Upsert or MutateLocked call did: how
+// MutateReport says what one Mutate, Upsert or MutateRowLocked call did: how
 // many attempts it ran and how many of them held the row lock. Get it with
 // the Report option, or for every call with WithMutateHook.
 type MutateReport struct {
 	Table string // the repository's table
 	ID    any    // the record's key, as given (normalised)
-	Op    string // "mutate", "upsert" or "mutateLocked"
+	Op    string // "mutate", "upsert" or "mutateRowLocked"
 	// Attempts is how many attempts ran, the first included (0 when the
 	// call failed before its first read, e.g. waiting for its turn).
 	Attempts int
 	// Locked is how many of them ran with the row locked: all of them for
-	// MutateLocked; for Mutate and Upsert, those after an attempt lost a
+	// MutateRowLocked; for Mutate and Upsert, those after an attempt lost a
 	// race, or while the record was hot.
 	Locked int
 	// Hot: the call started locked because the record was hot.
@@ -209,7 +209,7 @@ func Report(rep *MutateReport) MutateOption {
 	})
 }
 
-// WithMutateHook calls hook after every Mutate, Upsert and MutateLocked call
+// WithMutateHook calls hook after every Mutate, Upsert and MutateRowLocked call
 // of the Repository, with what it did: for metrics (attempts, escalations,
 // lock waits). hook runs on the caller's goroutine before the call returns;
 // keep it quick.

@@ -70,7 +70,7 @@ func If(cond string, args ...any) ApplyOption {
 // [AND <If conditions>], and returns the record as that statement left it.
 // It is the hot-row ceiling for commutative changes (counters, stock):
 // there is no read-modify-write to lose, so nothing is retried, and the
-// row is held only for the statement — where Mutate and MutateLocked hold
+// row is held only for the statement — where Mutate and MutateRowLocked hold
 // it from their read to their commit. The version advances like any write,
 // so readers holding the old one get ErrStaleData on their next write.
 //

@@ -162,7 +162,7 @@ func TestApplyRespectsLeases(t *testing.T) {
 		accounts, err := repository.New[models.Account](db, repository.WithLeases())
 		require.NoError(t, err)
 		a := newAccount(t, accounts, "ann", 10)
-		_, lease, err := accounts.GetAndLock(ctx, a.ID, "someone")
+		_, lease, err := accounts.Leases().Acquire(ctx, a.ID, "someone")
 		require.NoError(t, err)
 		_, err = accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("Balance", 1)})
 		require.ErrorIs(t, err, locking.ErrLocked)
@@ -173,7 +173,7 @@ func TestApplyRespectsLeases(t *testing.T) {
 		assert.Equal(t, int64(10), balance)
 		assert.Equal(t, a.Version, version)
 
-		require.NoError(t, accounts.Unlock(ctx, lease))
+		require.NoError(t, accounts.Leases().Release(ctx, lease))
 		got, err := accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("Balance", 1)})
 		require.NoError(t, err)
 		assert.Equal(t, int64(11), got.Balance)

@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkContention compares the optimistic read-modify-write (Mutate,
-// default retry policy) with the pessimistic one (MutateLocked) on one hot
+// default retry policy) with the pessimistic one (MutateRowLocked) on one hot
 // row and on 1,000 rows, with 1, 8 and 32 workers. Each operation
 // increments a random row's balance. It reports operations per second,
 // attempts per operation and failed operations (retries exhausted) per
@@ -60,7 +60,7 @@ func BenchmarkContention(b *testing.B) {
 									_, err := accounts.Mutate(ctx, id, inc, repository.Attempts(n))
 									return err
 								}
-								_, err := accounts.MutateLocked(ctx, id, inc, repository.Attempts(n))
+								_, err := accounts.MutateRowLocked(ctx, id, inc, repository.Attempts(n))
 								return err
 							}
 							before := sum(b)

@@ -59,12 +59,12 @@ func TestSQLiteWritersOfManyProcessesTakeTurns(t *testing.T) {
 	inc := func(b *models.Account) error { b.Balance++; return nil }
 
 	// A bounded wait runs out with the lock options' errors.
-	_, err = accounts.MutateLocked(context.Background(), a.ID, inc, repository.Locking(repository.LockTimeout(30*time.Millisecond)))
+	_, err = accounts.MutateRowLocked(context.Background(), a.ID, inc, repository.LockTimeout(30*time.Millisecond))
 	require.ErrorIs(t, err, locking.ErrLockTimeout)
 	var de *locking.DatabaseError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, "SQLITE_BUSY", de.Code)
-	_, err = accounts.MutateLocked(context.Background(), a.ID, inc, repository.Locking(repository.NoWait()))
+	_, err = accounts.MutateRowLocked(context.Background(), a.ID, inc, repository.NoWait())
 	require.ErrorIs(t, err, locking.ErrLocked)
 
 	// A context ends the wait with its error.
@@ -108,8 +108,8 @@ func TestSQLiteAbandonedTurnIsLetGo(t *testing.T) {
 	a := newAccount(t, accounts, "ann", 10)
 	other := openSideLock(t, path)
 	require.True(t, other.try())
-	_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error { b.Balance++; return nil },
-		repository.Locking(repository.LockTimeout(20*time.Millisecond)))
+	_, err := accounts.MutateRowLocked(context.Background(), a.ID, func(b *models.Account) error { b.Balance++; return nil },
+		repository.LockTimeout(20*time.Millisecond))
 	require.ErrorIs(t, err, locking.ErrLockTimeout)
 	other.unlock(t)
 	third := openSideLock(t, path)
@@ -136,7 +136,7 @@ func TestSQLiteTwoClientsOfOneFileLoseNothing(t *testing.T) {
 		}
 		go func() {
 			for range per {
-				if _, err := r.MutateLocked(testdb.Ctx(t), a.ID, func(b *models.Account) error { b.Balance++; return nil }); err != nil {
+				if _, err := r.MutateRowLocked(testdb.Ctx(t), a.ID, func(b *models.Account) error { b.Balance++; return nil }); err != nil {
 					errs <- err
 					return
 				}

@@ -73,7 +73,7 @@ func ExampleWithAdaptive() {
 	// 12 hot: true 1 locked
 }
 
-// WithMutateHook sees what every Mutate, Upsert and MutateLocked call did,
+// WithMutateHook sees what every Mutate, Upsert and MutateRowLocked call did,
 // for metrics.
 func ExampleWithMutateHook() {
 	db, done := exampleDB()
@@ -90,10 +90,10 @@ func ExampleWithMutateHook() {
 		panic(err)
 	}
 	_, _ = accounts.Mutate(ctx, acct.ID, func(a *models.Account) error { a.Balance++; return nil })
-	_, _ = accounts.MutateLocked(ctx, acct.ID, func(a *models.Account) error { a.Balance++; return nil })
+	_, _ = accounts.MutateRowLocked(ctx, acct.ID, func(a *models.Account) error { a.Balance++; return nil })
 	_, _ = accounts.Mutate(ctx, int64(42), func(a *models.Account) error { return nil })
 	// Output:
 	// mutate accounts id=1: 1 attempts, 0 locked
-	// mutateLocked accounts id=1: 1 attempts, 1 locked
+	// mutateRowLocked accounts id=1: 1 attempts, 1 locked
 	// mutate accounts id=42: 1 attempts, 0 locked: accounts: Get id=42: gormlock: record not found: accounts id=42
 }

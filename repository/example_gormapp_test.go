@@ -110,9 +110,9 @@ func ExampleKey() {
 		t.Title = "acme's first, edited"
 		return nil
 	})
-	id, _, _ := tickets.Identity(t)
+	id, _, _ := tickets.Adapter().Identity(t)
 	fmt.Println(id, "->", t.Title)
-	parsed, _ := tickets.ParseID("globex,1")
+	parsed, _ := tickets.Adapter().ParseID("globex,1")
 	other, _ := tickets.Get(ctx, parsed)
 	fmt.Println(parsed, "->", other.Title)
 	// Output:

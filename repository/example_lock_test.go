@@ -10,9 +10,9 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-// MutateLocked locks the row, changes it and writes it in one transaction:
+// MutateRowLocked locks the row, changes it and writes it in one transaction:
 // no retries, and the version still advances for optimistic readers.
-func ExampleRepository_MutateLocked() {
+func ExampleRepository_MutateRowLocked() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
@@ -25,12 +25,12 @@ func ExampleRepository_MutateLocked() {
 		panic(err)
 	}
 
-	var attempts int
-	got, err := accounts.MutateLocked(ctx, acct.ID, func(a *models.Account) error {
+	var rep repository.MutateReport
+	got, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *models.Account) error {
 		a.Balance -= 30
 		return nil
-	}, repository.Locking(repository.NoWait()), repository.Attempts(&attempts))
-	fmt.Println(got.Balance, got.Version > acct.Version, attempts, err)
+	}, repository.NoWait(), repository.Report(&rep))
+	fmt.Println(got.Balance, got.Version > acct.Version, rep.Attempts, err)
 
 	// An optimistic writer still holding the version it created is refused.
 	acct.Balance = 0
@@ -40,9 +40,9 @@ func ExampleRepository_MutateLocked() {
 	// true
 }
 
-// GetManyLocked locks several rows in key order inside RunInTx; UpdateMany
+// LockRows locks several rows in key order inside RunInTx; UpdateMany
 // writes them all or none.
-func ExampleRepository_GetManyLocked() {
+func ExampleRepository_LockRows() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
@@ -60,7 +60,7 @@ func ExampleRepository_GetManyLocked() {
 	}
 
 	err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-		both, err := accounts.GetManyLocked(ctx, []any{from.ID, to.ID})
+		both, err := accounts.LockRows(ctx, []any{from.ID, to.ID})
 		if err != nil {
 			return err
 		}

@@ -179,7 +179,7 @@ func TestGormModelWithSoftDelete(t *testing.T) {
 		_, err = products.Mutate(ctx, p.ID, func(p *product) error { p.Stock++; return nil })
 		require.ErrorIs(t, err, locking.ErrNotFound)
 		err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-			_, err := products.GetLocked(ctx, p.ID)
+			_, err := products.LockRow(ctx, p.ID)
 			return err
 		})
 		require.ErrorIs(t, err, locking.ErrNotFound)
@@ -278,7 +278,7 @@ func TestCompositeKeys(t *testing.T) {
 		d, err := docs.Get(ctx, repository.Key{"acme", 1})
 		require.NoError(t, err)
 		require.Equal(t, "acme", d.Title)
-		id, version, zero := docs.Identity(d)
+		id, version, zero := docs.Adapter().Identity(d)
 		require.False(t, zero)
 		require.Equal(t, repository.Key{"acme", int64(1)}, id)
 		require.Equal(t, d.Version, version)
@@ -289,18 +289,18 @@ func TestCompositeKeys(t *testing.T) {
 		}
 
 		// Text form: the HTTP adapter's ids.
-		k, err := docs.ParseID("acme,1")
+		k, err := docs.Adapter().ParseID("acme,1")
 		require.NoError(t, err)
 		require.Equal(t, repository.Key{"acme", int64(1)}, k)
 		text := repository.Key{odd, int64(1)}.String()
 		require.Equal(t, "a%2Cb%25c,1", text)
-		k, err = docs.ParseID(text)
+		k, err = docs.Adapter().ParseID(text)
 		require.NoError(t, err)
 		got, err := docs.Get(ctx, k)
 		require.NoError(t, err)
 		require.Equal(t, odd, got.TenantID)
 		for _, bad := range []string{"acme", "acme,1,2", "acme,x", "acme,01", "%zz,1"} {
-			_, err := docs.ParseID(bad)
+			_, err := docs.Adapter().ParseID(bad)
 			require.ErrorIs(t, err, locking.ErrInvalidArgument, bad)
 		}
 
@@ -319,7 +319,7 @@ func TestCompositeKeys(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "beta", beta.Title, "the same id of another tenant is untouched")
 
-		// Find and GetManyLocked order by the whole key.
+		// Find and LockRows order by the whole key.
 		list, err := docs.Find(ctx)
 		require.NoError(t, err)
 		var order []string
@@ -328,14 +328,14 @@ func TestCompositeKeys(t *testing.T) {
 		}
 		require.Equal(t, []string{odd + "/1", "acme/1", "acme/2", "beta/1"}, order)
 		err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-			locked, err := docs.GetManyLocked(ctx, []any{repository.Key{"beta", 1}, repository.Key{"acme", 2}, repository.Key{"acme", 1}, repository.Key{"acme", 2}})
+			locked, err := docs.LockRows(ctx, []any{repository.Key{"beta", 1}, repository.Key{"acme", 2}, repository.Key{"acme", 1}, repository.Key{"acme", 2}})
 			if err != nil {
 				return err
 			}
 			require.Len(t, locked, 3)
 			require.Equal(t, [][2]any{{"acme", int64(1)}, {"acme", int64(2)}, {"beta", int64(1)}},
 				[][2]any{{locked[0].TenantID, locked[0].ID}, {locked[1].TenantID, locked[1].ID}, {locked[2].TenantID, locked[2].ID}})
-			_, err = docs.GetManyLocked(ctx, []any{repository.Key{"acme", 1}, repository.Key{"acme", 9}})
+			_, err = docs.LockRows(ctx, []any{repository.Key{"acme", 1}, repository.Key{"acme", 9}})
 			require.ErrorIs(t, err, locking.ErrNotFound)
 			require.ErrorContains(t, err, "acme")
 			return nil
@@ -407,35 +407,35 @@ func TestCompositeKeyLeases(t *testing.T) {
 		for _, tenant := range []string{"acme", "beta"} {
 			require.NoError(t, docs.Create(ctx, &tenantDoc{TenantID: tenant, ID: 1}))
 		}
-		d, lease, err := docs.GetAndLock(ctx, repository.Key{"acme", 1}, "alice")
+		d, lease, err := docs.Leases().Acquire(ctx, repository.Key{"acme", 1}, "alice")
 		require.NoError(t, err)
 		require.Equal(t, repository.Key{"acme", int64(1)}, lease.ID)
 		require.Contains(t, lease.Key, "acme")
 
-		_, _, err = docs.GetAndLock(ctx, repository.Key{"acme", 1}, "bob")
+		_, _, err = docs.Leases().Acquire(ctx, repository.Key{"acme", 1}, "bob")
 		require.ErrorIs(t, err, locking.ErrLocked)
-		_, other, err := docs.GetAndLock(ctx, repository.Key{"beta", 1}, "bob")
+		_, other, err := docs.Leases().Acquire(ctx, repository.Key{"beta", 1}, "bob")
 		require.NoError(t, err, "the same id of another tenant is another record")
-		require.NoError(t, docs.Unlock(ctx, other))
+		require.NoError(t, docs.Leases().Release(ctx, other))
 
 		copyOf := *d
 		copyOf.Title = "not the holder"
 		require.ErrorIs(t, docs.Update(ctx, &copyOf), locking.ErrLocked)
-		_, st, err := docs.GetWithLease(ctx, repository.Key{"acme", 1})
+		_, st, err := docs.Leases().Get(ctx, repository.Key{"acme", 1})
 		require.NoError(t, err)
 		require.Equal(t, "alice", st.Owner)
 
 		d.Title = "holder"
-		require.NoError(t, docs.UpdateWithLease(ctx, d, lease))
+		require.NoError(t, docs.Leases().Update(ctx, d, lease))
 		got, err := docs.Get(ctx, repository.Key{"acme", 1})
 		require.NoError(t, err)
 		require.Equal(t, "holder", got.Title)
 
 		// A lease naming another tenant's record is refused.
-		_, lease2, err := docs.GetAndLock(ctx, repository.Key{"acme", 1}, "alice")
+		_, lease2, err := docs.Leases().Acquire(ctx, repository.Key{"acme", 1}, "alice")
 		require.NoError(t, err)
 		lease2.ID = repository.Key{"beta", 1}
-		require.Error(t, docs.Unlock(ctx, lease2))
+		require.Error(t, docs.Leases().Release(ctx, lease2))
 	})
 }
 

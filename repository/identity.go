@@ -7,17 +7,39 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
+// Adapter is the part of a repository that code exposing it over another
+// protocol needs (package rest uses it): ids parsed from text, an entity's
+// key and version read and set, the columns a write may change copied.
+// Applications call the Repository; adapters build on it and its Adapter.
+type Adapter[T any] struct{ r *Repository[T] }
+
+// Adapter returns the repository's adapter helpers.
+func (r *Repository[T]) Adapter() *Adapter[T] { return &Adapter[T]{r: r} }
+
+// ParseID converts s, a key as text (a URL path segment, a header, a
+// form value) to the key's type: decimal for integer keys, the text itself
+// for string keys, and UnmarshalText for keys that implement
+// encoding.TextUnmarshaler (uuid.UUID). Text that is not a valid key gives
+// an error matching locking.ErrInvalidArgument; so does an integer not in
+// its one canonical form ("+1", "01"), so that one record has one URL.
+//
+// A composite key (see Key) is the columns' text forms in order, joined by
+// commas, each with '%' written %25 and ',' written %2C: "acme,42" is
+// Key{"acme", 42}. It returns a Key.
+func (a *Adapter[T]) ParseID(s string) (any, error) { return a.r.parseID(s) }
+
 // KeyAssignedByDatabase reports whether the database assigns the primary
 // key (a one-column auto-increment integer key). Adapters should then not let clients
 // choose keys: an explicit key does not advance PostgreSQL's identity
 // sequence, and a later assigned key would collide with it.
-func (r *Repository[T]) KeyAssignedByDatabase() bool {
-	return !r.m.composite() && r.m.pk.AutoIncrement
+func (a *Adapter[T]) KeyAssignedByDatabase() bool {
+	return !a.r.m.composite() && a.r.m.pk.AutoIncrement
 }
 
 // Identity returns e's primary key (a Key for a composite one) and version, and whether the key is the
 // zero value (not set). A nil e has no key: nil, 0, true.
-func (r *Repository[T]) Identity(e *T) (id any, version int64, zeroID bool) {
+func (a *Adapter[T]) Identity(e *T) (id any, version int64, zeroID bool) {
+	r := a.r
 	if e == nil {
 		return nil, 0, true
 	}
@@ -30,7 +52,8 @@ func (r *Repository[T]) Identity(e *T) (id any, version int64, zeroID bool) {
 // entity from outside input (a request body) and must not let that input
 // choose which record, or which version, it writes. id must suit the key
 // (see Get).
-func (r *Repository[T]) SetIdentity(e *T, id any, version int64) error {
+func (a *Adapter[T]) SetIdentity(e *T, id any, version int64) error {
+	r := a.r
 	if e == nil {
 		return locking.Invalid("%s: SetIdentity: entity is nil", r.m.table)
 	}
@@ -50,7 +73,8 @@ func (r *Repository[T]) SetIdentity(e *T, id any, version int64) error {
 // primary key, the version and the timestamps) from src: the "replace" of a
 // PUT, applied to the record as loaded so its key, version and creation time
 // stay its own.
-func (r *Repository[T]) CopyWritable(dst, src *T) error {
+func (a *Adapter[T]) CopyWritable(dst, src *T) error {
+	r := a.r
 	if dst == nil || src == nil {
 		return locking.Invalid("%s: CopyWritable: nil entity", r.m.table)
 	}

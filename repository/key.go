@@ -181,17 +181,8 @@ func keyString(id any) string {
 
 var keyPartEscaper = strings.NewReplacer("%", "%25", ",", "%2C")
 
-// ParseID converts the text form of a primary key (a URL path segment, a
-// form value) to the key's type: decimal for integer keys, the text itself
-// for string keys, and UnmarshalText for keys that implement
-// encoding.TextUnmarshaler (uuid.UUID). Text that is not a valid key gives
-// an error matching locking.ErrInvalidArgument; so does an integer not in
-// its one canonical form ("+1", "01"), so that one record has one URL.
-//
-// A composite key (see Key) is the columns' text forms in order, joined by
-// commas, each with '%' written %25 and ',' written %2C: "acme,42" is
-// Key{"acme", 42}. It returns a Key.
-func (r *Repository[T]) ParseID(s string) (any, error) {
+// parseID is Adapter.ParseID.
+func (r *Repository[T]) parseID(s string) (any, error) {
 	m := r.m
 	if !m.composite() {
 		return m.parsePart(m.pk, s)

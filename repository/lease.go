@@ -34,14 +34,14 @@ const (
 
 type leaseLimits struct{ def, max time.Duration }
 
-// WithLeases turns on leases (GetAndLock and the calls that take a *Lease)
+// WithLeases turns on leases (Leases.Acquire and the calls that take a *Lease)
 // with the default limits: 15 s unless a call says otherwise, 30 s at most.
 //
 // With leases on, every guarded write of the repository (Update, Delete,
-// ForceIncrement, UpdateMany, and so Mutate and MutateLocked) also requires
+// ForceIncrement, UpdateMany, and so Mutate and MutateRowLocked) also requires
 // that no one holds an unexpired lease on the record, and fails with an error
 // matching locking.ErrLocked otherwise; the lease holder writes with
-// UpdateWithLease or DeleteWithLease. Build every repository of a table with
+// Update or Leases.Delete. Build every repository of a table with
 // the same setting: one built without leases does not see them.
 func WithLeases() Option { return WithLeaseTTL(DefaultLeaseTTL, MaxLeaseTTL) }
 
@@ -60,12 +60,12 @@ func WithLeaseTTL(def, max time.Duration) Option {
 }
 
 // Lease is a time-limited exclusive right to change one record, returned by
-// GetAndLock. Keep it secret: whoever presents its Token can write the
+// Leases.Acquire. Keep it secret: whoever presents its Token can write the
 // record or unlock it.
 type Lease struct {
 	Table string // the record's table
 	ID    any    // the record's primary key
-	Owner string // who holds it, as given to GetAndLock
+	Owner string // who holds it, as given to Leases.Acquire
 	// Token is 128 bits from crypto/rand, in hex. The database stores only
 	// its SHA-256.
 	Token string
@@ -81,7 +81,7 @@ type Lease struct {
 	// Version is the record's version when the lease was taken.
 	Version    int64
 	AcquiredAt time.Time // by the database's clock
-	ExpiresAt  time.Time // by the database's clock; Renew moves it
+	ExpiresAt  time.Time // by the database's clock; Leases.Renew moves it
 }
 
 // LeaseState describes the active lease on a record, for readers: who
@@ -93,7 +93,7 @@ type LeaseState struct {
 	ExpiresAt  time.Time
 }
 
-// LeaseOption adjusts one GetAndLock or Renew call.
+// LeaseOption adjusts one Leases.Acquire or Leases.Renew call: TTL.
 type LeaseOption func(*leaseCall) error
 
 type leaseCall struct{ ttl time.Duration }
@@ -113,6 +113,24 @@ func TTL(d time.Duration) LeaseOption {
 	}
 }
 
+// Leases are a repository's time-limited locks on its records (Couchbase's
+// get-and-lock, MongoDB's lock collection): Acquire reads a record and
+// leases it to an owner for a TTL with a secret token; the holder writes it
+// with Update or Delete, or gives it up with Release; Renew is the
+// heartbeat of a holder that needs longer. Expiry is by the database's
+// clock. While a record is leased, every other guarded write of it (Update,
+// Mutate, ...) fails with an error matching locking.ErrLeased; reads never
+// wait. A lease is not a row lock: it outlives transactions and
+// connections, and holds across processes until it ends or expires.
+//
+// Get a repository's Leases with Repository.Leases; the repository must be
+// built WithLeases (or WithLeaseTTL), or every call fails with an error
+// matching locking.ErrInvalidArgument.
+type Leases[T any] struct{ r *Repository[T] }
+
+// Leases returns the repository's lease operations.
+func (r *Repository[T]) Leases() *Leases[T] { return &Leases[T]{r: r} }
+
 // leaseSQL holds the lease statements of one repository's table.
 type leaseSQL struct {
 	acquire, release, renew, sweep stmt
@@ -123,7 +141,7 @@ type leaseSQL struct {
 	// guard is the condition every guarded write adds: no unexpired
 	// lease on the row being written.
 	guard string
-	// pg holds the one-statement forms of GetAndLock and UpdateWithLease
+	// pg holds the one-statement forms of Leases.Acquire and Leases.Update
 	// (PostgreSQL, for a model Get reads with its own SELECT); nil
 	// elsewhere.
 	pg *pgLeaseSQL
@@ -294,16 +312,16 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 	return c.ttl, nil
 }
 
-// GetAndLock reads record id and leases it to owner for a limited time (the
+// Acquire reads record id and leases it to owner for a limited time (the
 // Couchbase get-and-lock): until the lease ends, nobody else can lease the
 // record or write it through a repository built WithLeases, but everyone can
 // still read it. The holder ends the lease by writing with it
-// (UpdateWithLease, DeleteWithLease) or with Unlock; a holder that does
+// (Leases.Update, Leases.Delete) or with Leases.Release; a holder that does
 // neither never blocks the record longer than the TTL (TTL option; the
 // repository's default otherwise), judged by the database's clock.
 //
 // owner is the caller's opaque name for who holds the lease (a worker id, a
-// user id, a random id kept in the web session) so that ReleaseOwner can drop
+// user id, a random id kept in the web session) so that ReleaseOwnerLeases can drop
 // all of its leases at once. Do not use a web session id itself: the lease
 // table would then hold live session ids, and anyone who can read it could
 // hijack those sessions (the OWASP warning of the MongoDB seed).
@@ -317,23 +335,24 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 // becomes visible when that commits), and the record is then read after any
 // write already holding its row has committed, so Lease.Version is current.
 // A write whose statement began before the grant and had not yet reached the
-// row can still commit just after it; the holder's UpdateWithLease then fails
+// row can still commit just after it; the holder's Leases.Update then fails
 // with locking.ErrStaleData — the version guard still loses nothing.
-func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
+func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
+	r := ls.r
 	id, err := r.m.normalizeID(id)
 	if err != nil {
 		return nil, nil, err
 	}
 	if owner == "" {
-		return nil, nil, locking.Invalid("%s: GetAndLock id=%v: owner is empty", r.m.table, id)
+		return nil, nil, locking.Invalid("%s: Leases.Acquire id=%v: owner is empty", r.m.table, id)
 	}
-	ttl, err := r.leaseTTL("GetAndLock", opts)
+	ttl, err := r.leaseTTL("Leases.Acquire", opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, nil, fmt.Errorf("%s: GetAndLock: token: %w", r.m.table, err)
+		return nil, nil, fmt.Errorf("%s: Leases.Acquire: token: %w", r.m.table, err)
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
 	var acquired, expires int64
@@ -346,12 +365,12 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
 			return nil, nil, verr
 		} else if !found || deleted {
-			return nil, nil, fmt.Errorf("%s: GetAndLock: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
+			return nil, nil, fmt.Errorf("%s: Leases.Acquire: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
 		}
 		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, err)
+		return nil, nil, fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, err)
 	}
 	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
 
@@ -374,7 +393,7 @@ func (r *Repository[T]) GetAndLock(ctx context.Context, id any, owner string, op
 		err = q.Take(&e, r.m.keyCond(id)).Error
 	}
 	if err != nil {
-		err = fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, r.translate(err, id))
+		err = fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, r.translate(err, id))
 		// Deleted meanwhile, or the read failed: give the lease back.
 		if rerr := r.release(context.WithoutCancel(ctx), lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
 			err = errors.Join(err, rerr)
@@ -414,7 +433,7 @@ func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, de
 		if _, inTx := r.conn(ctx); inTx {
 			return write(ctx)
 		}
-		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": GetAndLock", write)
+		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Leases.Acquire", write)
 		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
 			return err
 		}
@@ -422,11 +441,12 @@ func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, de
 	return err
 }
 
-// GetWithLease is Get that also tells whether the record is leased: the
+// Get is Repository.Get that also tells whether the record is leased: the
 // state is nil when no unexpired lease is held. Reading never waits for a
 // lease.
-func (r *Repository[T]) GetWithLease(ctx context.Context, id any) (*T, *LeaseState, error) {
-	if err := r.needLeases("GetWithLease"); err != nil {
+func (ls *Leases[T]) Get(ctx context.Context, id any) (*T, *LeaseState, error) {
+	r := ls.r
+	if err := r.needLeases("Leases.Get"); err != nil {
 		return nil, nil, err
 	}
 	e, err := r.Get(ctx, id)
@@ -467,7 +487,7 @@ func (r *Repository[T]) leaseRefused(ctx context.Context, id any, mine int64, op
 	if err != nil {
 		return err
 	}
-	le := &locking.LeaseError{Kind: locking.ErrLocked, Table: r.m.table, ID: id, Op: op}
+	le := &locking.LeaseError{Kind: locking.ErrLeased, Table: r.m.table, ID: id, Op: op}
 	switch {
 	case st != nil:
 		// Someone holds the record: another holder, or, when the fence is
@@ -513,13 +533,14 @@ func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error 
 	return nil
 }
 
-// Unlock ends the lease without writing the record; the record can be
+// Release ends the lease without writing the record; the record can be
 // leased again at once. A lease that is not the record's current one (a
 // wrong or missing token) gives an error matching locking.ErrLocked while
 // someone holds the record, and locking.ErrLeaseExpired when the lease ran
 // out, was unlocked or was released with its owner.
-func (r *Repository[T]) Unlock(ctx context.Context, l *Lease) error {
-	if _, err := r.checkLease(l, "Unlock"); err != nil {
+func (ls *Leases[T]) Release(ctx context.Context, l *Lease) error {
+	r := ls.r
+	if _, err := r.checkLease(l, "Leases.Release"); err != nil {
 		return err
 	}
 	return r.release(ctx, l, "unlock")
@@ -527,14 +548,15 @@ func (r *Repository[T]) Unlock(ctx context.Context, l *Lease) error {
 
 // Renew extends the lease to the TTL (or the default) from now, by the
 // database's clock: the heartbeat of a holder that needs longer. It fails
-// like Unlock when the lease is no longer held, and never revives an
+// like Leases.Release when the lease is no longer held, and never revives an
 // expired lease. On success l.ExpiresAt is the new expiry.
-func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) error {
-	id, err := r.checkLease(l, "Renew")
+func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) error {
+	r := ls.r
+	id, err := r.checkLease(l, "Leases.Renew")
 	if err != nil {
 		return err
 	}
-	ttl, err := r.leaseTTL("Renew", opts)
+	ttl, err := r.leaseTTL("Leases.Renew", opts)
 	if err != nil {
 		return err
 	}
@@ -552,25 +574,27 @@ func (r *Repository[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption
 	case isNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "renew")
 	case err != nil:
-		return fmt.Errorf("%s: Renew id=%v: %w", r.m.table, id, err)
+		return fmt.Errorf("%s: Leases.Renew id=%v: %w", r.m.table, id, err)
 	}
 	l.ExpiresAt = millisTime(expires)
 	return nil
 }
 
-// UpdateWithLease writes e with Update and ends the lease, in one
+// Leases.Update writes e with Update and ends the lease, in one
 // transaction: both happen or neither. e must be the leased record. When the
-// lease is no longer held the error is that of Unlock and nothing is
+// lease is no longer held the error is that of Leases.Release and nothing is
 // written — a holder that paused past its lease can never overwrite the work
 // of the holder that came after it. The version guard applies as in Update.
-func (r *Repository[T]) UpdateWithLease(ctx context.Context, e *T, l *Lease) error {
-	return r.writeWithLease(ctx, e, l, "UpdateWithLease", func(ctx context.Context, e *T) error { return r.Update(ctx, e) })
+func (ls *Leases[T]) Update(ctx context.Context, e *T, l *Lease) error {
+	r := ls.r
+	return r.writeWithLease(ctx, e, l, "Leases.Update", func(ctx context.Context, e *T) error { return r.Update(ctx, e) })
 }
 
-// DeleteWithLease deletes e with Delete and ends the lease, in one
-// transaction, refusing like UpdateWithLease.
-func (r *Repository[T]) DeleteWithLease(ctx context.Context, e *T, l *Lease) error {
-	return r.writeWithLease(ctx, e, l, "DeleteWithLease", func(ctx context.Context, e *T) error { return r.Delete(ctx, e) })
+// Delete deletes e with Delete and ends the lease, in one
+// transaction, refusing like Leases.Update.
+func (ls *Leases[T]) Delete(ctx context.Context, e *T, l *Lease) error {
+	r := ls.r
+	return r.writeWithLease(ctx, e, l, "Leases.Delete", func(ctx context.Context, e *T) error { return r.Delete(ctx, e) })
 }
 
 func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) error {
@@ -589,7 +613,7 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		return err
 	}
 	op := "update"
-	if method == "DeleteWithLease" {
+	if method == "Leases.Delete" {
 		op = "delete"
 	}
 	_, inTx := r.conn(ctx)
@@ -608,7 +632,7 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	return inTxOrOwn(func(ctx context.Context) error {
 		if r.m.caps.Dialector() == dialect.MySQL {
 			// Lock the record before the lease row, in the order
-			// GetAndLock takes them (its INSERT ... SELECT reads the record
+			// Leases.Acquire takes them (its INSERT ... SELECT reads the record
 			// with a shared lock first): InnoDB would otherwise deadlock
 			// the two.
 			db, _ := r.conn(ctx)
@@ -627,35 +651,36 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 // Sweep deletes the lease rows of records of this table that no longer
 // exist and whose lease is over, and returns how many. The rows of existing
 // records are kept, released or expired, so their fencing counters keep
-// growing; expired leases need no cleaning, the next GetAndLock takes them
-// over. Sweep compares every lease row of the table with the table's keys:
+// growing; expired leases need no cleaning, the next Leases.Acquire takes them
+// over. Leases.Sweep compares every lease row of the table with the table's keys:
 // run it now and then, not on every request.
-func (r *Repository[T]) Sweep(ctx context.Context) (int64, error) {
-	if err := r.needLeases("Sweep"); err != nil {
+func (ls *Leases[T]) Sweep(ctx context.Context) (int64, error) {
+	r := ls.r
+	if err := r.needLeases("Leases.Sweep"); err != nil {
 		return 0, err
 	}
 	n, err := r.execResult(ctx, r.m.leases.sweep, []any{r.m.table})
 	if err != nil {
-		return 0, fmt.Errorf("%s: Sweep: %w", r.m.table, err)
+		return 0, fmt.Errorf("%s: Leases.Sweep: %w", r.m.table, err)
 	}
 	return n, nil
 }
 
-// ReleaseOwner ends every unexpired lease owner holds, on every table of db
+// ReleaseOwnerLeases ends every unexpired lease owner holds, on every table of db
 // (a session ended, a worker shut down), and returns how many it ended.
 // Leases of other owners are untouched. Inside RunInTx it joins the
 // transaction.
-func ReleaseOwner(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
-	s, err := storeOf(db, "ReleaseOwner")
+func ReleaseOwnerLeases(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
+	s, err := storeOf(db, "ReleaseOwnerLeases")
 	if err != nil {
 		return 0, err
 	}
 	if owner == "" {
-		return 0, locking.Invalid("ReleaseOwner: owner is empty")
+		return 0, locking.Invalid("ReleaseOwnerLeases: owner is empty")
 	}
 	n, err := s.execResult(ctx, boundStmt(db, s.caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.caps.NowMillis)), []any{owner})
 	if err != nil {
-		return 0, fmt.Errorf("ReleaseOwner: %w", err)
+		return 0, fmt.Errorf("ReleaseOwnerLeases: %w", err)
 	}
 	return n, nil
 }

@@ -65,7 +65,7 @@ func contend(t *testing.T, db *gorm.DB, accounts *repository.Repository[models.A
 			owner := "worker-" + string(rune('a'+w))
 			for time.Now().Before(deadline) {
 				id := ids[rng.IntN(len(ids))]
-				a, lease, err := accounts.GetAndLock(ctx, id, owner, repository.TTL(leaseTTL))
+				a, lease, err := accounts.Leases().Acquire(ctx, id, owner, repository.TTL(leaseTTL))
 				if errors.Is(err, locking.ErrLocked) {
 					mu.Lock()
 					run.busy++
@@ -121,7 +121,7 @@ func TestLeaseExclusionUnderContention(t *testing.T) {
 		accounts, err := repository.New[models.Account](db, repository.WithLeases())
 		require.NoError(t, err)
 		ids, run := contend(t, db, accounts, func(ctx context.Context, a *models.Account, l *repository.Lease) error {
-			return accounts.UpdateWithLease(ctx, a, l)
+			return accounts.Leases().Update(ctx, a, l)
 		})
 		require.Positive(t, run.paused, "some holders paused")
 		assert.Zero(t, run.lateAccepted, "a holder that paused past its lease wrote")

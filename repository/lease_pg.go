@@ -17,13 +17,13 @@ import (
 
 // Leases in one statement each, on PostgreSQL.
 //
-// GetAndLock and UpdateWithLease each need two things done at once: the
+// Leases.Acquire and Leases.Update each need two things done at once: the
 // grant and the read of the record; the check of the lease, the write of
 // the record and the end of the lease. PostgreSQL runs them as one statement
 // with data-modifying CTEs, committed by itself outside a transaction: one
 // round trip and no BEGIN or COMMIT. Both take the lease row first and the
 // record's row after it, in that order, so they never deadlock each other
-// (nor with Renew and Unlock, which take the lease row only, and the
+// (nor with Leases.Renew and Leases.Release, which take the lease row only, and the
 // guarded writes, which take the record's row only).
 
 // pgLeaseSQL holds the one-statement forms (PostgreSQL only).
@@ -98,7 +98,7 @@ SELECT (SELECT count(*) FROM h), (SELECT `+quote(m.version.DBName)+` FROM w), (S
 	return p
 }
 
-// grantRead is GetAndLock's statement on PostgreSQL: it fills lease
+// grantRead is Leases.Acquire's statement on PostgreSQL: it fills lease
 // (Key, Fence) and e, and returns the lease's times. sql.ErrNoRows: no
 // lease was taken. gone: the lease was taken but the record was deleted
 // before it could be read.
@@ -169,7 +169,7 @@ func (r *Repository[T]) scanLeaseRow(ctx context.Context, rows *sql.Rows, rv ref
 	return retry, err
 }
 
-// updateWithLeasePG is UpdateWithLease in one statement (see pgLeaseSQL),
+// updateWithLeasePG is Leases.Update in one statement (see pgLeaseSQL),
 // for a model without update hooks, outside a transaction.
 func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, id any) error {
 	rv := reflect.ValueOf(e).Elem()
@@ -181,7 +181,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 		return err
 	}
 	if expected >= 1<<63-2 {
-		return locking.Invalid("%s: UpdateWithLease id=%v: version %d has no successor", r.m.table, id, expected)
+		return locking.Invalid("%s: Leases.Update id=%v: version %d has no successor", r.m.table, id, expected)
 	}
 	hash := hashToken(l.Token)
 	args := make([]any, 0, 2*len(r.m.pks)+len(r.m.setCols)+10)
@@ -204,7 +204,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	err = r.exec(ctx, r.m.leases.pg.writeRelease, args, r.queryRowScan(&held, &version, &ended))
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: UpdateWithLease id=%v: %w", r.m.table, id, err)
+		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
 	case held != 1:
 		return r.leaseRefused(ctx, id, l.Fence, "update")
 	case !version.Valid:
@@ -212,7 +212,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	case ended != 1:
 		// The lease row was locked, so this cannot happen; say so
 		// rather than hide it.
-		return fmt.Errorf("%s: UpdateWithLease id=%v: the record was written (version %d) but its lease row was not ended", r.m.table, id, version.Int64)
+		return fmt.Errorf("%s: Leases.Update id=%v: the record was written (version %d) but its lease row was not ended", r.m.table, id, version.Int64)
 	}
 	w.version = version.Int64
 	return r.written(ctx, rv, id, w)
@@ -221,14 +221,14 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 // releaseGone gives back a lease grantRead took on a record deleted before
 // it could be read.
 func (r *Repository[T]) releaseGone(ctx context.Context, lease *Lease, id any) error {
-	err := fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, &locking.NotFoundError{Table: r.m.table, ID: id})
+	err := fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, &locking.NotFoundError{Table: r.m.table, ID: id})
 	if _, rerr := r.execResult(context.WithoutCancel(ctx), r.m.leases.pg.releaseKey, []any{r.m.table, lease.Key, hashToken(lease.Token)}); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("giving the lease back: %w", rerr))
 	}
 	return err
 }
 
-// getAndLockPG is GetAndLock's grant and read in one statement (see
+// getAndLockPG is Leases.Acquire's grant and read in one statement (see
 // pgLeaseSQL).
 func (r *Repository[T]) getAndLockPG(ctx context.Context, id any, lease *Lease, ttl time.Duration) (*T, *Lease, error) {
 	var e T
@@ -240,11 +240,11 @@ func (r *Repository[T]) getAndLockPG(ctx context.Context, id any, lease *Lease, 
 		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
 			return nil, nil, verr
 		} else if !found || deleted {
-			return nil, nil, fmt.Errorf("%s: GetAndLock: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
+			return nil, nil, fmt.Errorf("%s: Leases.Acquire: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
 		}
 		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
 	case err != nil:
-		return nil, nil, fmt.Errorf("%s: GetAndLock id=%v: %w", r.m.table, id, err)
+		return nil, nil, fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, err)
 	case gone:
 		// Deleted after the grant, before the read: give the lease back.
 		return nil, nil, r.releaseGone(ctx, lease, id)

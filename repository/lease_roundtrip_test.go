@@ -13,7 +13,7 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-// On PostgreSQL, GetAndLock and UpdateWithLease are one statement each,
+// On PostgreSQL, Leases.Acquire and Leases.Update are one statement each,
 // committed by themselves: no BEGIN, no COMMIT. A refused write sends the
 // statement and then reads what refused it.
 func TestLeaseRoundTripsPostgres(t *testing.T) {
@@ -27,7 +27,7 @@ func TestLeaseRoundTripsPostgres(t *testing.T) {
 	var doc *models.Document
 	var lease *repository.Lease
 	sqls := logged(t, rec, func() (err error) {
-		doc, lease, err = docs.GetAndLock(ctx, "doc-1", "alice")
+		doc, lease, err = docs.Leases().Acquire(ctx, "doc-1", "alice")
 		return err
 	})
 	require.Len(t, sqls, 1, "%q", sqls)
@@ -36,13 +36,13 @@ func TestLeaseRoundTripsPostgres(t *testing.T) {
 	stale := *doc
 	stale.Version--
 	rec.take()
-	require.ErrorIs(t, docs.UpdateWithLease(ctx, &stale, lease), locking.ErrStaleData)
+	require.ErrorIs(t, docs.Leases().Update(ctx, &stale, lease), locking.ErrStaleData)
 	rec.take()
 
 	doc.Title = "alice's"
-	sqls = logged(t, rec, func() error { return docs.UpdateWithLease(ctx, doc, lease) })
+	sqls = logged(t, rec, func() error { return docs.Leases().Update(ctx, doc, lease) })
 	require.Len(t, sqls, 1, "%q", sqls)
-	got, st, err := docs.GetWithLease(ctx, "doc-1")
+	got, st, err := docs.Leases().Get(ctx, "doc-1")
 	require.NoError(t, err)
 	assert.Nil(t, st, "released")
 	assert.Equal(t, "alice's", got.Title)

@@ -51,7 +51,7 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 
-		doc, lease, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		doc, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
 		require.NoError(t, err)
 		assert.Equal(t, "draft", doc.Title)
 		assert.Len(t, lease.Token, 32)
@@ -62,7 +62,7 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 		assert.WithinDuration(t, time.Now(), lease.AcquiredAt, 5*time.Second, "database clock")
 
 		t.Run("get-and-lock: ErrLocked", func(t *testing.T) {
-			_, _, err := docs.GetAndLock(ctx, "doc-1", "bob")
+			_, _, err := docs.Leases().Acquire(ctx, "doc-1", "bob")
 			le := requireLeaseErr(t, err, locking.ErrLocked)
 			assert.Equal(t, "alice", le.Holder)
 			assert.EqualValues(t, 1, le.Fence)
@@ -73,7 +73,7 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 			got, err := docs.Get(ctx, "doc-1")
 			require.NoError(t, err)
 			assert.Equal(t, "draft", got.Title)
-			got, st, err := docs.GetWithLease(ctx, "doc-1")
+			got, st, err := docs.Leases().Get(ctx, "doc-1")
 			require.NoError(t, err)
 			assert.Equal(t, created, got.Version)
 			require.NotNil(t, st)
@@ -83,9 +83,9 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 			for _, token := range []string{"", "00000000000000000000000000000000", lease.Token + "x"} {
 				forged := *lease
 				forged.Token = token
-				requireLeaseErr(t, docs.Unlock(ctx, &forged), locking.ErrLocked)
+				requireLeaseErr(t, docs.Leases().Release(ctx, &forged), locking.ErrLocked)
 			}
-			_, st, err := docs.GetWithLease(ctx, "doc-1")
+			_, st, err := docs.Leases().Get(ctx, "doc-1")
 			require.NoError(t, err)
 			require.NotNil(t, st, "still leased")
 		})
@@ -100,7 +100,7 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 			requireLeaseErr(t, docs.ForceIncrement(ctx, d), locking.ErrLocked)
 			_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
 			requireLeaseErr(t, err, locking.ErrLocked)
-			_, err = docs.MutateLocked(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
+			_, err = docs.MutateRowLocked(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
 			requireLeaseErr(t, err, locking.ErrLocked)
 			err = docs.UpdateMany(ctx, []*models.Document{d})
 			requireLeaseErr(t, err, locking.ErrLocked)
@@ -111,37 +111,37 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 		})
 		t.Run("update with the token: applied and unlocked", func(t *testing.T) {
 			doc.Title = "alice's"
-			require.NoError(t, docs.UpdateWithLease(ctx, doc, lease))
+			require.NoError(t, docs.Leases().Update(ctx, doc, lease))
 			assert.Greater(t, doc.Version, created)
-			got, st, err := docs.GetWithLease(ctx, "doc-1")
+			got, st, err := docs.Leases().Get(ctx, "doc-1")
 			require.NoError(t, err)
 			assert.Nil(t, st)
 			assert.Equal(t, "alice's", got.Title)
-			requireLeaseErr(t, docs.UpdateWithLease(ctx, doc, lease), locking.ErrLeaseExpired)
+			requireLeaseErr(t, docs.Leases().Update(ctx, doc, lease), locking.ErrLeaseExpired)
 		})
 		t.Run("unlock with the token: unlocked, can be locked again", func(t *testing.T) {
-			_, l2, err := docs.GetAndLock(ctx, "doc-1", "bob")
+			_, l2, err := docs.Leases().Acquire(ctx, "doc-1", "bob")
 			require.NoError(t, err)
 			assert.EqualValues(t, 2, l2.Fence, "every acquisition raises the fence")
 			assert.Equal(t, doc.Version, l2.Version)
 			assert.NotEqual(t, lease.Token, l2.Token)
-			require.NoError(t, docs.Unlock(ctx, l2))
-			requireLeaseErr(t, docs.Unlock(ctx, l2), locking.ErrLeaseExpired)
-			_, l3, err := docs.GetAndLock(ctx, "doc-1", "carol")
+			require.NoError(t, docs.Leases().Release(ctx, l2))
+			requireLeaseErr(t, docs.Leases().Release(ctx, l2), locking.ErrLeaseExpired)
+			_, l3, err := docs.Leases().Acquire(ctx, "doc-1", "carol")
 			require.NoError(t, err)
 			assert.EqualValues(t, 3, l3.Fence)
-			require.NoError(t, docs.Unlock(ctx, l3))
+			require.NoError(t, docs.Leases().Release(ctx, l3))
 			// Free again: plain writes pass.
 			_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "anyone's"; return nil })
 			require.NoError(t, err)
 		})
 		t.Run("delete with the token: applied and unlocked", func(t *testing.T) {
-			d, l4, err := docs.GetAndLock(ctx, "doc-1", "dave")
+			d, l4, err := docs.Leases().Acquire(ctx, "doc-1", "dave")
 			require.NoError(t, err)
-			require.NoError(t, docs.DeleteWithLease(ctx, d, l4))
+			require.NoError(t, docs.Leases().Delete(ctx, d, l4))
 			_, err = docs.Get(ctx, "doc-1")
 			require.ErrorIs(t, err, locking.ErrNotFound)
-			_, _, err = docs.GetAndLock(ctx, "doc-1", "dave")
+			_, _, err = docs.Leases().Acquire(ctx, "doc-1", "dave")
 			require.ErrorIs(t, err, locking.ErrNotFound, "no lease is taken on a missing record")
 		})
 	})
@@ -152,7 +152,7 @@ func TestLeaseTokenIsStoredHashed(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		docs := leasedDocs(t, db)
 		newDoc(t, docs, "doc-1")
-		_, lease, err := docs.GetAndLock(context.Background(), "doc-1", "alice")
+		_, lease, err := docs.Leases().Acquire(context.Background(), "doc-1", "alice")
 		require.NoError(t, err)
 		var stored string
 		require.NoError(t, db.Raw("SELECT token_hash FROM gormlock_leases WHERE resource = 'documents' AND record_key = 'doc-1'").Scan(&stored).Error)
@@ -168,19 +168,19 @@ func TestWriteWithLeaseKeepsLeaseWhenStale(t *testing.T) {
 		docs := leasedDocs(t, db)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
-		doc, lease, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		doc, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
 		require.NoError(t, err)
 		stale := *doc
 		stale.Version = 7
-		require.ErrorIs(t, docs.UpdateWithLease(ctx, &stale, lease), locking.ErrStaleData)
-		_, st, err := docs.GetWithLease(ctx, "doc-1")
+		require.ErrorIs(t, docs.Leases().Update(ctx, &stale, lease), locking.ErrStaleData)
+		_, st, err := docs.Leases().Get(ctx, "doc-1")
 		require.NoError(t, err)
 		require.NotNil(t, st, "the failed write left the lease in place")
 
 		other := newDoc(t, docs, "doc-2")
-		require.ErrorIs(t, docs.UpdateWithLease(ctx, other, lease), locking.ErrInvalidArgument)
-		require.ErrorIs(t, docs.UpdateWithLease(ctx, doc, nil), locking.ErrInvalidArgument)
-		require.NoError(t, docs.UpdateWithLease(ctx, doc, lease))
+		require.ErrorIs(t, docs.Leases().Update(ctx, other, lease), locking.ErrInvalidArgument)
+		require.ErrorIs(t, docs.Leases().Update(ctx, doc, nil), locking.ErrInvalidArgument)
+		require.NoError(t, docs.Leases().Update(ctx, doc, lease))
 	})
 }
 
@@ -189,21 +189,21 @@ func TestLeaseRenew(t *testing.T) {
 		docs := leasedDocs(t, db)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
-		_, lease, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(time.Second))
+		_, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(time.Second))
 		require.NoError(t, err)
 		first := lease.ExpiresAt
-		require.NoError(t, docs.Renew(ctx, lease, repository.TTL(20*time.Second)))
+		require.NoError(t, docs.Leases().Renew(ctx, lease, repository.TTL(20*time.Second)))
 		assert.True(t, lease.ExpiresAt.After(first.Add(18*time.Second)), "renewed to 20 s from now: %v -> %v", first, lease.ExpiresAt)
-		_, st, err := docs.GetWithLease(ctx, "doc-1")
+		_, st, err := docs.Leases().Get(ctx, "doc-1")
 		require.NoError(t, err)
 		assert.Equal(t, lease.ExpiresAt, st.ExpiresAt)
-		require.ErrorIs(t, docs.Renew(ctx, lease, repository.TTL(31*time.Second)), locking.ErrInvalidArgument)
+		require.ErrorIs(t, docs.Leases().Renew(ctx, lease, repository.TTL(31*time.Second)), locking.ErrInvalidArgument)
 
 		// An expired lease is not revived.
-		_, short, err := docs.GetAndLock(ctx, newDoc(t, docs, "doc-2").ID, "alice", repository.TTL(time.Millisecond))
+		_, short, err := docs.Leases().Acquire(ctx, newDoc(t, docs, "doc-2").ID, "alice", repository.TTL(time.Millisecond))
 		require.NoError(t, err)
 		waitUnleased(t, docs, "doc-2")
-		requireLeaseErr(t, docs.Renew(ctx, short), locking.ErrLeaseExpired)
+		requireLeaseErr(t, docs.Leases().Renew(ctx, short), locking.ErrLeaseExpired)
 	})
 }
 
@@ -211,7 +211,7 @@ func TestLeaseRenew(t *testing.T) {
 func waitUnleased(t *testing.T, docs *repository.Repository[models.Document], id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, st, err := docs.GetWithLease(context.Background(), id)
+		_, st, err := docs.Leases().Get(context.Background(), id)
 		require.NoError(t, err)
 		return st == nil
 	}, 10*time.Second, 2*time.Millisecond)
@@ -223,23 +223,23 @@ func TestLeaseTTLLimits(t *testing.T) {
 	docs := leasedDocs(t, db)
 	newDoc(t, docs, "doc-1")
 	for _, d := range []time.Duration{0, -time.Second, repository.MaxLeaseTTL + time.Millisecond} {
-		_, _, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(d))
+		_, _, err := docs.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(d))
 		require.ErrorIs(t, err, locking.ErrInvalidArgument, d)
 	}
-	_, l, err := docs.GetAndLock(ctx, "doc-1", "alice", repository.TTL(repository.MaxLeaseTTL))
+	_, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(repository.MaxLeaseTTL))
 	require.NoError(t, err)
-	require.NoError(t, docs.Unlock(ctx, l))
-	_, _, err = docs.GetAndLock(ctx, "doc-1", "")
+	require.NoError(t, docs.Leases().Release(ctx, l))
+	_, _, err = docs.Leases().Acquire(ctx, "doc-1", "")
 	require.ErrorIs(t, err, locking.ErrInvalidArgument, "empty owner")
 
 	short, err := repository.New[models.Document](db, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
 	require.NoError(t, err)
-	_, _, err = short.GetAndLock(ctx, "doc-1", "alice", repository.TTL(6*time.Second))
+	_, _, err = short.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(6*time.Second))
 	require.ErrorIs(t, err, locking.ErrInvalidArgument)
-	_, l, err = short.GetAndLock(ctx, "doc-1", "alice")
+	_, l, err = short.Leases().Acquire(ctx, "doc-1", "alice")
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, l.ExpiresAt.Sub(l.AcquiredAt))
-	require.NoError(t, short.Unlock(ctx, l))
+	require.NoError(t, short.Leases().Release(ctx, l))
 
 	for _, bad := range [][2]time.Duration{{0, time.Second}, {2 * time.Second, time.Second}, {time.Second, 0}} {
 		_, err := repository.New[models.Document](db, repository.WithLeaseTTL(bad[0], bad[1]))
@@ -247,7 +247,7 @@ func TestLeaseTTLLimits(t *testing.T) {
 	}
 	plain, err := repository.New[models.Document](db)
 	require.NoError(t, err)
-	_, _, err = plain.GetAndLock(ctx, "doc-1", "alice")
+	_, _, err = plain.Leases().Acquire(ctx, "doc-1", "alice")
 	require.ErrorIs(t, err, locking.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "without WithLeases")
 }
@@ -259,29 +259,29 @@ func TestExpiredLeaseIsSuperseded(t *testing.T) {
 		docs := leasedDocs(t, db)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
-		old, oldLease, err := docs.GetAndLock(ctx, "doc-1", "sleepy", repository.TTL(20*time.Millisecond))
+		old, oldLease, err := docs.Leases().Acquire(ctx, "doc-1", "sleepy", repository.TTL(20*time.Millisecond))
 		require.NoError(t, err)
 		waitUnleased(t, docs, "doc-1")
 
-		d, newLease, err := docs.GetAndLock(ctx, "doc-1", "fresh")
+		d, newLease, err := docs.Leases().Acquire(ctx, "doc-1", "fresh")
 		require.NoError(t, err)
 		assert.EqualValues(t, 2, newLease.Fence)
 
 		old.Title = "late"
-		le := requireLeaseErr(t, docs.UpdateWithLease(ctx, old, oldLease), locking.ErrLocked)
+		le := requireLeaseErr(t, docs.Leases().Update(ctx, old, oldLease), locking.ErrLocked)
 		assert.Equal(t, "fresh", le.Holder)
-		requireLeaseErr(t, docs.Unlock(ctx, oldLease), locking.ErrLocked)
+		requireLeaseErr(t, docs.Leases().Release(ctx, oldLease), locking.ErrLocked)
 
 		d.Title = "fresh"
-		require.NoError(t, docs.UpdateWithLease(ctx, d, newLease))
-		requireLeaseErr(t, docs.UpdateWithLease(ctx, old, oldLease), locking.ErrLeaseExpired)
-		requireLeaseErr(t, docs.DeleteWithLease(ctx, old, oldLease), locking.ErrLeaseExpired)
+		require.NoError(t, docs.Leases().Update(ctx, d, newLease))
+		requireLeaseErr(t, docs.Leases().Update(ctx, old, oldLease), locking.ErrLeaseExpired)
+		requireLeaseErr(t, docs.Leases().Delete(ctx, old, oldLease), locking.ErrLeaseExpired)
 		got, err := docs.Get(ctx, "doc-1")
 		require.NoError(t, err)
 		assert.Equal(t, "fresh", got.Title)
 
 		// An expired lease blocks nothing: plain writes go through.
-		_, l, err := docs.GetAndLock(ctx, "doc-1", "sleepy", repository.TTL(time.Millisecond))
+		_, l, err := docs.Leases().Acquire(ctx, "doc-1", "sleepy", repository.TTL(time.Millisecond))
 		require.NoError(t, err)
 		waitUnleased(t, docs, "doc-1")
 		_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "after"; return nil })
@@ -290,7 +290,7 @@ func TestExpiredLeaseIsSuperseded(t *testing.T) {
 	})
 }
 
-// ReleaseOwner frees exactly one owner's leases.
+// ReleaseOwnerLeases frees exactly one owner's leases.
 func TestReleaseOwner(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		docs := leasedDocs(t, db)
@@ -301,20 +301,20 @@ func TestReleaseOwner(t *testing.T) {
 			id := fmt.Sprintf("doc-%03d", i)
 			newDoc(t, docs, id)
 			owner := owners[i%3]
-			_, _, err := docs.GetAndLock(ctx, id, owner)
+			_, _, err := docs.Leases().Acquire(ctx, id, owner)
 			require.NoError(t, err)
 			held[owner]++
 		}
-		n, err := repository.ReleaseOwner(ctx, db, "dave")
+		n, err := repository.ReleaseOwnerLeases(ctx, db, "dave")
 		require.NoError(t, err)
 		assert.Zero(t, n, "a wrong owner releases nothing")
 
-		n, err = repository.ReleaseOwner(ctx, db, "bob")
+		n, err = repository.ReleaseOwnerLeases(ctx, db, "bob")
 		require.NoError(t, err)
 		assert.Equal(t, held["bob"], n)
 		for i := range 100 {
 			id := fmt.Sprintf("doc-%03d", i)
-			_, st, err := docs.GetWithLease(ctx, id)
+			_, st, err := docs.Leases().Get(ctx, id)
 			require.NoError(t, err)
 			if owners[i%3] == "bob" {
 				assert.Nil(t, st, id)
@@ -323,10 +323,10 @@ func TestReleaseOwner(t *testing.T) {
 				assert.Equal(t, owners[i%3], st.Owner)
 			}
 		}
-		n, err = repository.ReleaseOwner(ctx, db, "bob")
+		n, err = repository.ReleaseOwnerLeases(ctx, db, "bob")
 		require.NoError(t, err)
 		assert.Zero(t, n, "released once")
-		_, err = repository.ReleaseOwner(ctx, db, "")
+		_, err = repository.ReleaseOwnerLeases(ctx, db, "")
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 
 		// Sweep drops the rows of deleted records whose lease is over:
@@ -334,7 +334,7 @@ func TestReleaseOwner(t *testing.T) {
 		// records are gone, and the rows of live records stay for their
 		// fences.
 		require.NoError(t, db.Exec("DELETE FROM documents WHERE id IN (SELECT record_key FROM gormlock_leases WHERE owner IN ('alice', 'bob'))").Error)
-		swept, err := docs.Sweep(ctx)
+		swept, err := docs.Leases().Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, held["bob"], swept)
 		var rows int64
@@ -350,11 +350,11 @@ func TestSweepKeepsFences(t *testing.T) {
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 		for want := int64(1); want <= 3; want++ {
-			_, l, err := docs.GetAndLock(ctx, "doc-1", "alice")
+			_, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
 			require.NoError(t, err)
 			assert.Equal(t, want, l.Fence)
-			require.NoError(t, docs.Unlock(ctx, l))
-			n, err := docs.Sweep(ctx)
+			require.NoError(t, docs.Leases().Release(ctx, l))
+			n, err := docs.Leases().Sweep(ctx)
 			require.NoError(t, err)
 			assert.Zero(t, n)
 		}
@@ -367,7 +367,7 @@ func TestShortTTLIsRoundedUp(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		docs := leasedDocs(t, db)
 		newDoc(t, docs, "doc-1")
-		_, l, err := docs.GetAndLock(context.Background(), "doc-1", "alice", repository.TTL(900*time.Microsecond))
+		_, l, err := docs.Leases().Acquire(context.Background(), "doc-1", "alice", repository.TTL(900*time.Microsecond))
 		require.NoError(t, err)
 		assert.Equal(t, time.Millisecond, l.ExpiresAt.Sub(l.AcquiredAt))
 	})
@@ -393,12 +393,12 @@ func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
 	upper := strings.ToUpper(lower)
 	require.NoError(t, docs.Create(ctx, &uuidDoc{ID: lower, Title: "t"}))
 
-	d, lease, err := docs.GetAndLock(ctx, upper, "alice")
+	d, lease, err := docs.Leases().Acquire(ctx, upper, "alice")
 	require.NoError(t, err)
 	assert.Equal(t, lower, lease.Key)
-	_, _, err = docs.GetAndLock(ctx, lower, "bob")
+	_, _, err = docs.Leases().Acquire(ctx, lower, "bob")
 	requireLeaseErr(t, err, locking.ErrLocked)
-	_, st, err := docs.GetWithLease(ctx, upper)
+	_, st, err := docs.Leases().Get(ctx, upper)
 	require.NoError(t, err)
 	require.NotNil(t, st)
 	assert.Equal(t, "alice", st.Owner)
@@ -407,7 +407,7 @@ func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
 	other.Title = "bob"
 	requireLeaseErr(t, docs.Update(ctx, other), locking.ErrLocked)
 	d.Title = "alice"
-	require.NoError(t, docs.UpdateWithLease(ctx, d, lease))
+	require.NoError(t, docs.Leases().Update(ctx, d, lease))
 }
 
 // A write already holding the record's row when the lease is granted
@@ -445,14 +445,14 @@ func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		d, l, err := docs.GetAndLock(ctx, "doc-1", "alice")
+		d, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
 		got <- result{d, l, err}
 	}()
 	require.Eventually(t, func() bool {
 		var n int64
 		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'").Scan(&n).Error)
 		return n > 0
-	}, 10*time.Second, 5*time.Millisecond, "GetAndLock waits for the write holding the row")
+	}, 10*time.Second, 5*time.Millisecond, "Leases.Acquire waits for the write holding the row")
 	close(release)
 	require.NoError(t, <-writer)
 	r := <-got
@@ -460,7 +460,7 @@ func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
 	assert.Equal(t, wrote, r.l.Version, "the version the write in progress committed")
 	assert.Equal(t, "bob", r.d.Title)
 	r.d.Title = "alice"
-	require.NoError(t, docs.UpdateWithLease(ctx, r.d, r.l))
+	require.NoError(t, docs.Leases().Update(ctx, r.d, r.l))
 }
 
 // In a REPEATABLE READ transaction the lease check could miss a lease taken
@@ -473,7 +473,7 @@ func TestLeaseGuardedWriteRefusesRepeatableRead(t *testing.T) {
 	err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
 		d, err := docs.Get(ctx, "doc-1")
 		require.NoError(t, err)
-		_, _, err = docs.GetAndLock(context.Background(), "doc-1", "alice") // outside, after the snapshot
+		_, _, err = docs.Leases().Acquire(context.Background(), "doc-1", "alice") // outside, after the snapshot
 		require.NoError(t, err)
 		d.Title = "bob"
 		err = docs.Update(ctx, d)

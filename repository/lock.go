@@ -20,7 +20,21 @@ import (
 
 // LockOption adjusts a locked read: what happens when another transaction
 // holds the lock, and which lock to take.
-type LockOption func(*lockConfig) error
+type LockOption interface {
+	LockedMutateOption
+	applyLock(*lockConfig) error
+}
+
+// lockFunc is a LockOption made of a function. Given to MutateRowLocked, it
+// applies to the call's locked reads.
+type lockFunc func(*lockConfig) error
+
+func (f lockFunc) applyLock(c *lockConfig) error { return f(c) }
+
+func (f lockFunc) applyLockedMutate(c *mutateConfig) error {
+	c.lock = append(c.lock, f)
+	return nil
+}
 
 type lockConfig struct {
 	nowait  bool
@@ -38,10 +52,10 @@ const MaxLockTimeout = math.MaxInt32 * time.Millisecond
 // write lock held by another connection; see LockTimeout for SQLite inside
 // RunInTx).
 func NoWait() LockOption {
-	return func(c *lockConfig) error {
+	return lockFunc(func(c *lockConfig) error {
 		c.nowait = true
 		return nil
-	}
+	})
 }
 
 // LockTimeout makes a locked read wait at most about d for a lock another
@@ -54,15 +68,15 @@ func NoWait() LockOption {
 // On SQLite, a transaction begun by RunInTx on a database opened with opendb
 // (BEGIN IMMEDIATE) already holds the write lock, after waiting for it at
 // BEGIN with the connection's busy timeout; NoWait and LockTimeout then have
-// nothing left to bound. Use MutateLocked, which bounds the wait at BEGIN.
+// nothing left to bound. Use MutateRowLocked, which bounds the wait at BEGIN.
 func LockTimeout(d time.Duration) LockOption {
-	return func(c *lockConfig) error {
+	return lockFunc(func(c *lockConfig) error {
 		if d <= 0 || d > MaxLockTimeout {
 			return locking.Invalid("LockTimeout must be positive and at most %v, got %v", MaxLockTimeout, d)
 		}
 		c.timeout = d
 		return nil
-	}
+	})
 }
 
 // ForShare takes a shared lock (SELECT ... FOR SHARE) instead of an exclusive
@@ -70,16 +84,8 @@ func LockTimeout(d time.Duration) LockOption {
 // can change them until the transaction ends. SQLite cannot do this: there it
 // is an error matching locking.ErrNotSupported.
 func ForShare() LockOption {
-	return func(c *lockConfig) error {
+	return lockFunc(func(c *lockConfig) error {
 		c.shared = true
-		return nil
-	}
-}
-
-// Locking passes lock options to MutateLocked.
-func Locking(opts ...LockOption) MutateOption {
-	return mutateFunc(func(c *mutateConfig) error {
-		c.lock = append(c.lock, opts...)
 		return nil
 	})
 }
@@ -93,7 +99,7 @@ func (r *Repository[T]) lockConfig(opts []LockOption) (lockConfig, error) {
 		if opt == nil {
 			continue
 		}
-		if err := opt(&c); err != nil {
+		if err := opt.applyLock(&c); err != nil {
 			return c, err
 		}
 	}
@@ -119,19 +125,19 @@ func (r *Repository[T]) lockConfig(opts []LockOption) (lockConfig, error) {
 func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, error) {
 	db, inTx := r.conn(ctx)
 	if !inTx {
-		return nil, locking.Invalid("%s: %s needs a transaction: a row lock lasts until the transaction ends, so call it inside RunInTx (or use MutateLocked, which runs its own)", r.m.table, method)
+		return nil, locking.Invalid("%s: %s needs a transaction: a row lock lasts until the transaction ends, so call it inside RunInTx (or use MutateRowLocked, which runs its own)", r.m.table, method)
 	}
 	return db, nil
 }
 
-// GetLocked reads record id and locks it until the transaction in ctx ends:
+// LockRow reads record id and locks it until the transaction in ctx ends:
 // SELECT ... FOR UPDATE on PostgreSQL (FOR SHARE with ForShare). On SQLite,
 // which has no row locks, it takes the database's write lock instead, which
 // keeps every other writer out until the transaction ends; it never reads
 // without a lock. (With opendb's BEGIN IMMEDIATE the transaction already
 // holds that lock from its start.)
 //
-// ctx must carry a transaction from RunInTx; without one GetLocked returns an
+// ctx must carry a transaction from RunInTx; without one LockRow returns an
 // error matching locking.ErrInvalidArgument. By default it waits for a lock
 // another transaction holds; NoWait fails at once with locking.ErrLocked and
 // LockTimeout gives up with locking.ErrLockTimeout. On PostgreSQL a failed
@@ -140,7 +146,7 @@ func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, er
 //
 // Writes of the locked record still go through Update, so its version
 // advances and optimistic readers elsewhere see the change.
-func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOption) (*T, error) {
+func (r *Repository[T]) LockRow(ctx context.Context, id any, opts ...LockOption) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
 		return nil, err
@@ -149,7 +155,7 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 	if err != nil {
 		return nil, err
 	}
-	db, err := r.lockTx(ctx, "GetLocked")
+	db, err := r.lockTx(ctx, "LockRow")
 	if err != nil {
 		return nil, err
 	}
@@ -164,12 +170,12 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 		return r.readRow(ctx, q.Statement.ConnPool, r.m.selectSQL, &e, id)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: GetLocked id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
+		return nil, fmt.Errorf("%s: LockRow id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
 	}
 	return &e, nil
 }
 
-// GetManyLocked is GetLocked for several records: it locks them all in one
+// LockRows is LockRow for several records: it locks them all in one
 // statement, in primary-key order, and returns them in that order. Because
 // every caller takes the locks in the same order, two transactions locking
 // the same records — whatever order their ids are given in — never deadlock.
@@ -178,7 +184,7 @@ func (r *Repository[T]) GetLocked(ctx context.Context, id any, opts ...LockOptio
 // returned and the error matches locking.ErrNotFound and names them; the
 // records that exist stay locked until the transaction ends. No ids returns
 // an empty slice.
-func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...LockOption) ([]T, error) {
+func (r *Repository[T]) LockRows(ctx context.Context, ids []any, opts ...LockOption) ([]T, error) {
 	keys := make([]any, 0, len(ids))
 	for _, id := range ids {
 		k, err := r.m.normalizeID(id)
@@ -193,7 +199,7 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 	if err != nil {
 		return nil, err
 	}
-	db, err := r.lockTx(ctx, "GetManyLocked")
+	db, err := r.lockTx(ctx, "LockRows")
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +211,7 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 		return primary(q).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: GetManyLocked: %w", r.m.table, r.lockError(lc, err, nil))
+		return nil, fmt.Errorf("%s: LockRows: %w", r.m.table, r.lockError(lc, err, nil))
 	}
 	if len(out) < len(keys) {
 		found := make(map[string]bool, len(out))
@@ -219,7 +225,7 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 				missing = append(missing, k)
 			}
 		}
-		return nil, fmt.Errorf("%s: GetManyLocked: %d of %d ids not found %v: %w", r.m.table, len(missing), len(keys), missing,
+		return nil, fmt.Errorf("%s: LockRows: %d of %d ids not found %v: %w", r.m.table, len(missing), len(keys), missing,
 			&locking.NotFoundError{Table: r.m.table, ID: missing[0]})
 	}
 	return out, nil
@@ -279,14 +285,14 @@ func dedupSorted(keys []any) []any {
 // Claim locks and returns up to n records matching opts that no other
 // transaction has locked, skipping the locked ones instead of waiting
 // (SELECT ... FOR UPDATE SKIP LOCKED): the work-queue read, where several
-// workers each take different rows. opts are Find's (Where, OrderBy); n
-// replaces any Limit. The records stay locked until the transaction in ctx
+// workers each take different rows. opts are Where and OrderBy, as
+// Find takes them; n is the limit. The records stay locked until the transaction in ctx
 // ends, so the worker changes them (marks them done) in the same transaction.
 // Fewer than n records, or none, is not an error.
 //
 // ctx must carry a transaction. SQLite has no row locks to skip: there Claim
 // returns an error matching locking.ErrNotSupported.
-func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([]T, error) {
+func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...ClaimOption) ([]T, error) {
 	if n <= 0 {
 		return nil, locking.Invalid("%s: Claim: n must be positive, got %d", r.m.table, n)
 	}
@@ -297,7 +303,13 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([
 	if err != nil {
 		return nil, err
 	}
-	q, err := r.findQuery(db.WithContext(ctx), append(opts[:len(opts):len(opts)], Limit(n)))
+	find := make([]FindOption, 0, len(opts)+1)
+	for _, opt := range opts {
+		if opt != nil {
+			find = append(find, claimAsFind{opt})
+		}
+	}
+	q, err := r.findQuery(db.WithContext(ctx), append(find, Limit(n)))
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +319,11 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...FindOption) ([
 	}
 	return out, nil
 }
+
+// claimAsFind gives a ClaimOption to findQuery.
+type claimAsFind struct{ o ClaimOption }
+
+func (c claimAsFind) applyFind(q *findQuery) error { return c.o.applyClaim(q) }
 
 // lockedRead runs read with the lock lc asks for, the way the database
 // provides it (see internal/dialect): read gets a query carrying the locking
@@ -351,7 +368,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		return err
 	case dialect.WriteLock:
 		if tx, ok := db.Statement.ConnPool.(*sqliteTx); ok {
-			// RunInTx's and MutateLocked's transactions began IMMEDIATE
+			// RunInTx's and MutateRowLocked's transactions began IMMEDIATE
 			// and hold the write lock already; a read-only one never may.
 			if tx.gate == nil {
 				return locking.Invalid("%s: a read-only transaction cannot lock", r.m.table)
@@ -509,37 +526,36 @@ func (r *Repository[T]) lockError(lc lockConfig, err error, id any) error {
 	return err
 }
 
-// MutateLocked is the pessimistic counterpart of Mutate: in one transaction
-// it locks record id (GetLocked), calls fn to change it in memory, writes it
+// MutateRowLocked is the pessimistic counterpart of Mutate: in one transaction
+// it locks record id (LockRow), calls fn to change it in memory, writes it
 // with Update (so its version still advances and optimistic readers see the
 // change) and commits. No other writer can change the record between the
 // read and the write, so it never fails with stale data; concurrent callers
 // on the same record queue up on the lock instead of retrying.
 //
-// Lock options are passed with Locking: Locking(NoWait()) fails at once with
-// locking.ErrLocked when another transaction holds the lock,
-// Locking(LockTimeout(d)) gives up with locking.ErrLockTimeout; ForShare is
-// refused (a shared lock would deadlock on the write). A deadlock or
+// Lock options go with the other options: NoWait() fails at once with
+// locking.ErrLocked when another transaction holds the lock, LockTimeout(d)
+// gives up with locking.ErrLockTimeout; ForShare is refused (a shared lock would deadlock on the write). A deadlock or
 // serialization failure the database reports anyway is retried from a fresh
 // transaction under the retry policy (Retry, or the repository's); lock
 // contention errors (ErrLocked, ErrLockTimeout) are returned, not retried.
 //
-// When ctx already carries a transaction, MutateLocked runs in it, takes the
+// When ctx already carries a transaction, MutateRowLocked runs in it, takes the
 // lock until that transaction ends, and does not retry (a deadlock aborts the
 // caller's whole transaction: retry it around RunInTx, e.g. with
 // locking.OnError and locking.IsRetryable).
 //
 // fn follows Mutate's rules: it must change neither the key nor the version,
 // and its error is returned unwrapped, with nothing written.
-func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
+func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T) error, opts ...LockedMutateOption) (*T, error) {
 	if fn == nil {
-		return nil, locking.Invalid("%s: MutateLocked: fn is nil", r.m.table)
+		return nil, locking.Invalid("%s: MutateRowLocked: fn is nil", r.m.table)
 	}
 	id, err := r.m.normalizeID(id)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := r.mutateConfig(opts)
+	cfg, err := r.lockedMutateConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -548,11 +564,11 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 		return nil, err
 	}
 	if lc.shared {
-		return nil, locking.Invalid("%s: MutateLocked: ForShare cannot be used to write; MutateLocked takes an exclusive lock", r.m.table)
+		return nil, locking.Invalid("%s: MutateRowLocked: ForShare cannot be used to write; MutateRowLocked takes an exclusive lock", r.m.table)
 	}
 	var out *T
 	attempt := func(ctx context.Context) error {
-		e, err := r.GetLocked(ctx, id, cfg.lock...)
+		e, err := r.LockRow(ctx, id, cfg.lock...)
 		if err != nil {
 			return err
 		}
@@ -567,7 +583,7 @@ func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) er
 	}
 	var kc keyedCall
 	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, &kc, "mutate", id, attempt, &out) }
-	rep := MutateReport{Table: r.m.table, ID: id, Op: "mutateLocked"}
+	rep := MutateReport{Table: r.m.table, ID: id, Op: "mutateRowLocked"}
 	if _, inTx := r.conn(ctx); inTx {
 		rep.Attempts = 1
 		err = keyed(ctx)
@@ -625,5 +641,5 @@ func isLockRetryable(err error) bool {
 // lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
 // LockTimeout bound the wait for the write lock at BEGIN.
 func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
-	return r.runTx(ctx, r.db, nil, lockWait{nowait: lc.nowait, limit: lc.timeout}, r.m.table+": MutateLocked", fn)
+	return r.runTx(ctx, r.db, nil, lockWait{nowait: lc.nowait, limit: lc.timeout}, r.m.table+": MutateRowLocked", fn)
 }

@@ -44,7 +44,7 @@ func holdLock(t *testing.T, db *gorm.DB, accounts *repository.Repository[models.
 	locked := make(chan error, 1)
 	go func() {
 		h.done <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-			a, err := accounts.GetLocked(ctx, id)
+			a, err := accounts.LockRow(ctx, id)
 			if err != nil {
 				locked <- err
 				return err
@@ -124,7 +124,7 @@ func TestSecondLockerWaitsForFirst(t *testing.T) {
 		}
 		got := make(chan result, 1)
 		go func() {
-			b, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+			b, err := accounts.MutateRowLocked(context.Background(), a.ID, func(b *models.Account) error {
 				b.Balance++
 				return nil
 			})
@@ -153,10 +153,10 @@ func TestNoWaitFailsWithErrLocked(t *testing.T) {
 		a := newAccount(t, accounts, "ann", 10)
 		h := holdLock(t, db, accounts, a.ID, nil)
 		start := time.Now()
-		_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+		_, err := accounts.MutateRowLocked(context.Background(), a.ID, func(b *models.Account) error {
 			b.Balance++
 			return nil
-		}, repository.Locking(repository.NoWait()))
+		}, repository.NoWait())
 		elapsed := time.Since(start)
 		require.ErrorIs(t, err, locking.ErrLocked)
 		require.NotErrorIs(t, err, locking.ErrLockTimeout)
@@ -170,13 +170,13 @@ func TestNoWaitFailsWithErrLocked(t *testing.T) {
 }
 
 // On PostgreSQL NOWAIT works inside the caller's own transaction too.
-func TestGetLockedNoWaitInTransaction(t *testing.T) {
+func TestLockRowNoWaitInTransaction(t *testing.T) {
 	db := testdb.Open(t, "postgres")
 	accounts, _ := repos(t, db)
 	a := newAccount(t, accounts, "ann", 10)
 	h := holdLock(t, db, accounts, a.ID, nil)
 	err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-		_, err := accounts.GetLocked(ctx, a.ID, repository.NoWait())
+		_, err := accounts.LockRow(ctx, a.ID, repository.NoWait())
 		return err
 	})
 	require.ErrorIs(t, err, locking.ErrLocked)
@@ -190,10 +190,10 @@ func TestLockTimeoutGivesErrLockTimeout(t *testing.T) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "ann", 10)
 		h := holdLock(t, db, accounts, a.ID, nil)
-		_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error {
+		_, err := accounts.MutateRowLocked(context.Background(), a.ID, func(b *models.Account) error {
 			b.Balance++
 			return nil
-		}, repository.Locking(repository.LockTimeout(50*time.Millisecond)))
+		}, repository.LockTimeout(50*time.Millisecond))
 		require.ErrorIs(t, err, locking.ErrLockTimeout)
 		require.NotErrorIs(t, err, locking.ErrLocked)
 		var de *locking.DatabaseError
@@ -224,22 +224,22 @@ func TestLockOptionsRestoreSessionSettings(t *testing.T) {
 		for _, opt := range []repository.LockOption{repository.NoWait(), repository.LockTimeout(1500 * time.Microsecond)} {
 			require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
 				before := read(ctx)
-				_, err := accounts.GetLocked(ctx, a.ID, opt)
+				_, err := accounts.LockRow(ctx, a.ID, opt)
 				require.NoError(t, err)
 				assert.Equal(t, before, read(ctx))
-				_, err = accounts.GetLocked(ctx, int64(9999), opt)
+				_, err = accounts.LockRow(ctx, int64(9999), opt)
 				require.ErrorIs(t, err, locking.ErrNotFound)
 				assert.Equal(t, before, read(ctx), "restored after a locked read that found no row")
 				return nil
 			}))
 		}
-		// MutateLocked's dedicated connection goes back to the pool with its
+		// MutateRowLocked's dedicated connection goes back to the pool with its
 		// busy_timeout restored: with one connection, the next user gets it.
 		sqlDB, err := db.DB()
 		require.NoError(t, err)
 		sqlDB.SetMaxOpenConns(1)
 		before := read(context.Background())
-		_, err = accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.NoWait()))
+		_, err = accounts.MutateRowLocked(context.Background(), a.ID, func(*models.Account) error { return nil }, repository.NoWait())
 		require.NoError(t, err)
 		assert.Equal(t, before, read(context.Background()))
 	})
@@ -251,10 +251,10 @@ func TestLockedReadNeedsTransaction(t *testing.T) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "ann", 10)
 		ctx := context.Background()
-		_, err := accounts.GetLocked(ctx, a.ID)
+		_, err := accounts.LockRow(ctx, a.ID)
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "needs a transaction")
-		_, err = accounts.GetManyLocked(ctx, []any{a.ID})
+		_, err = accounts.LockRows(ctx, []any{a.ID})
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		if db.Dialector.Name() != "sqlite" {
 			_, err = accounts.Claim(ctx, 1)
@@ -273,10 +273,10 @@ func TestSQLiteRefusesWhatItCannotLock(t *testing.T) {
 		_, err := accounts.Claim(ctx, 5)
 		require.ErrorIs(t, err, locking.ErrNotSupported)
 		assert.Contains(t, err.Error(), "SKIP LOCKED on sqlite")
-		_, err = accounts.GetLocked(ctx, a.ID, repository.ForShare())
+		_, err = accounts.LockRow(ctx, a.ID, repository.ForShare())
 		require.ErrorIs(t, err, locking.ErrNotSupported)
 		assert.Contains(t, err.Error(), "FOR SHARE on sqlite")
-		_, err = accounts.GetManyLocked(ctx, []any{a.ID}, repository.ForShare())
+		_, err = accounts.LockRows(ctx, []any{a.ID}, repository.ForShare())
 		require.ErrorIs(t, err, locking.ErrNotSupported)
 		return nil
 	})
@@ -300,14 +300,14 @@ func TestSQLiteTransactionsHoldTheWriteLockFromBegin(t *testing.T) {
 	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
 		_, err := other.Exec("UPDATE accounts SET balance = 2 WHERE id = ?", a.ID)
 		require.ErrorIs(t, locking.Classify(err), locking.ErrLocked, "RunInTx took the write lock at BEGIN")
-		_, err = accounts.GetLocked(ctx, a.ID)
+		_, err = accounts.LockRow(ctx, a.ID)
 		require.NoError(t, err)
 		return nil
 	}))
 	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
 		_, err := other.Exec("UPDATE accounts SET balance = 1 WHERE id = ?", a.ID)
 		require.NoError(t, err, "a read-only transaction blocks nobody")
-		_, err = accounts.GetLocked(ctx, a.ID)
+		_, err = accounts.LockRow(ctx, a.ID)
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		require.ErrorContains(t, err, "read-only transaction cannot lock")
 		return nil
@@ -324,7 +324,7 @@ func TestForShareOnPostgres(t *testing.T) {
 	holderErr := make(chan error, 1)
 	go func() {
 		holderErr <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-			if _, err := accounts.GetLocked(ctx, a.ID, repository.ForShare()); err != nil {
+			if _, err := accounts.LockRow(ctx, a.ID, repository.ForShare()); err != nil {
 				return err
 			}
 			close(ready)
@@ -334,11 +334,11 @@ func TestForShareOnPostgres(t *testing.T) {
 	}()
 	<-ready
 	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-		_, err := accounts.GetLocked(ctx, a.ID, repository.ForShare(), repository.NoWait())
+		_, err := accounts.LockRow(ctx, a.ID, repository.ForShare(), repository.NoWait())
 		return err
 	}), "a second shared lock is granted at once")
-	_, err := accounts.MutateLocked(context.Background(), a.ID, func(b *models.Account) error { b.Balance++; return nil },
-		repository.Locking(repository.NoWait()))
+	_, err := accounts.MutateRowLocked(context.Background(), a.ID, func(b *models.Account) error { b.Balance++; return nil },
+		repository.NoWait())
 	require.ErrorIs(t, err, locking.ErrLocked, "a writer is kept out")
 	close(release)
 	require.NoError(t, <-holderErr)
@@ -349,13 +349,13 @@ func TestForShareOnPostgres(t *testing.T) {
 // one attempt each (nobody retries: they queue on the lock). The negative
 // control is TestUnguardedReadModifyWriteLosesIncrements, the same workload
 // without a lock or a guard.
-func TestMutateLockedLosesNoIncrement(t *testing.T) {
+func TestMutateRowLockedLosesNoIncrement(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
 		var attempts atomic.Int64
 		done, sum := stress(t, db, accounts, func(ctx context.Context, id int64) error {
 			var n int
-			_, err := accounts.MutateLocked(ctx, id, func(a *models.Account) error {
+			_, err := accounts.MutateRowLocked(ctx, id, func(a *models.Account) error {
 				a.Balance++
 				return nil
 			}, repository.Attempts(&n))
@@ -369,7 +369,7 @@ func TestMutateLockedLosesNoIncrement(t *testing.T) {
 }
 
 // Two transactions lock the same two records, given in opposite orders, 100
-// times: GetManyLocked takes the locks in key order, so they never deadlock.
+// times: LockRows takes the locks in key order, so they never deadlock.
 func TestOppositeOrderLockingNeverDeadlocks(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
@@ -384,7 +384,7 @@ func TestOppositeOrderLockingNeverDeadlocks(t *testing.T) {
 				g.Go(func() error {
 					<-start
 					return repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-						locked, err := accounts.GetManyLocked(ctx, ids)
+						locked, err := accounts.LockRows(ctx, ids)
 						if err != nil {
 							return err
 						}
@@ -425,13 +425,13 @@ func TestOneByOneOppositeOrderDeadlocks(t *testing.T) {
 		go func() {
 			defer g.Done()
 			errs[i] = repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-				if _, err := accounts.GetLocked(ctx, ids[0]); err != nil {
+				if _, err := accounts.LockRow(ctx, ids[0]); err != nil {
 					firstLocks.Done()
 					return err
 				}
 				firstLocks.Done()
 				firstLocks.Wait() // both hold their first lock
-				_, err := accounts.GetLocked(ctx, ids[1])
+				_, err := accounts.LockRow(ctx, ids[1])
 				return err
 			})
 		}()
@@ -443,27 +443,27 @@ func TestOneByOneOppositeOrderDeadlocks(t *testing.T) {
 	assert.True(t, errs[0] == nil || errs[1] == nil, "the database aborts one of the two: %v", joined)
 }
 
-func TestGetManyLocked(t *testing.T) {
+func TestLockRows(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "a", 1)
 		b := newAccount(t, accounts, "b", 2)
 		require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-			got, err := accounts.GetManyLocked(ctx, []any{b.ID, a.ID, b.ID, int32(a.ID)})
+			got, err := accounts.LockRows(ctx, []any{b.ID, a.ID, b.ID, int32(a.ID)})
 			require.NoError(t, err)
 			require.Len(t, got, 2, "duplicates are locked once")
 			assert.Equal(t, []int64{a.ID, b.ID}, []int64{got[0].ID, got[1].ID})
 
-			none, err := accounts.GetManyLocked(ctx, nil)
+			none, err := accounts.LockRows(ctx, nil)
 			require.NoError(t, err)
 			assert.Empty(t, none)
 
-			_, err = accounts.GetManyLocked(ctx, []any{a.ID, "x"})
+			_, err = accounts.LockRows(ctx, []any{a.ID, "x"})
 			require.ErrorIs(t, err, locking.ErrInvalidArgument)
 			return nil
 		}))
 		err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-			_, err := accounts.GetManyLocked(ctx, []any{a.ID, int64(9999), int64(9998)})
+			_, err := accounts.LockRows(ctx, []any{a.ID, int64(9999), int64(9998)})
 			return err
 		})
 		require.ErrorIs(t, err, locking.ErrNotFound)
@@ -471,50 +471,50 @@ func TestGetManyLocked(t *testing.T) {
 	})
 }
 
-func TestMutateLocked(t *testing.T) {
+func TestMutateRowLocked(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
 		ctx := context.Background()
 		a := newAccount(t, accounts, "ann", 10)
 
-		got, err := accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance += 5; return nil })
+		got, err := accounts.MutateRowLocked(ctx, a.ID, func(b *models.Account) error { b.Balance += 5; return nil })
 		require.NoError(t, err)
 		assert.EqualValues(t, 15, got.Balance)
 		assert.Greater(t, got.Version, a.Version)
 		requireRow(t, db, a.ID, 15, got.Version)
 
 		boom := errors.New("boom")
-		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return boom })
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return boom })
 		require.Same(t, boom, err, "fn's error comes back unwrapped")
 		requireRow(t, db, a.ID, 15, got.Version)
 
-		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.ID++; return nil })
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(b *models.Account) error { b.ID++; return nil })
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		_, err = accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Version = 7; return nil })
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(b *models.Account) error { b.Version = 7; return nil })
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		requireRow(t, db, a.ID, 15, got.Version)
 
-		_, err = accounts.MutateLocked(ctx, int64(9999), func(*models.Account) error { return nil })
+		_, err = accounts.MutateRowLocked(ctx, int64(9999), func(*models.Account) error { return nil })
 		require.ErrorIs(t, err, locking.ErrNotFound)
-		_, err = accounts.MutateLocked(ctx, a.ID, nil)
+		_, err = accounts.MutateRowLocked(ctx, a.ID, nil)
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.ForShare()))
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.ForShare())
 		if db.Dialector.Name() == "sqlite" {
 			require.ErrorIs(t, err, locking.ErrNotSupported)
 		} else {
 			require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		}
-		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil },
-			repository.Locking(repository.NoWait(), repository.LockTimeout(time.Second)))
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(*models.Account) error { return nil },
+			repository.NoWait(), repository.LockTimeout(time.Second))
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.LockTimeout(0)))
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.LockTimeout(0))
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 		_, err = accounts.Mutate(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.NoWait()))
 		require.ErrorIs(t, err, locking.ErrInvalidArgument, "Mutate takes no lock options")
 
 		// Inside RunInTx it joins the caller's transaction: a rollback undoes it.
 		err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-			if _, err := accounts.MutateLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return nil }); err != nil {
+			if _, err := accounts.MutateRowLocked(ctx, a.ID, func(b *models.Account) error { b.Balance = 0; return nil }); err != nil {
 				return err
 			}
 			return boom
@@ -666,11 +666,11 @@ func TestForceIncrement(t *testing.T) {
 	})
 }
 
-// GetManyLocked takes its locks in key order even when the table stores the
+// LockRows takes its locks in key order even when the table stores the
 // rows in another order: while it waits for the higher key, it already holds
 // the lower one. (Locking in the order given, or in storage order, would
 // wait on the higher key holding nothing.)
-func TestGetManyLockedLocksInKeyOrder(t *testing.T) {
+func TestLockRowsLocksInKeyOrder(t *testing.T) {
 	db := testdb.Open(t, "postgres")
 	accounts, _ := repos(t, db)
 	low := newAccount(t, accounts, "low", 0)
@@ -685,16 +685,16 @@ func TestGetManyLockedLocksInKeyOrder(t *testing.T) {
 	got := make(chan error, 1)
 	go func() {
 		got <- repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-			_, err := accounts.GetManyLocked(ctx, []any{high.ID, low.ID})
+			_, err := accounts.LockRows(ctx, []any{high.ID, low.ID})
 			return err
 		})
 	}()
 	waitBlocked(t, db, h)
 	err := repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
-		_, err := accounts.GetLocked(ctx, low.ID, repository.NoWait())
+		_, err := accounts.LockRow(ctx, low.ID, repository.NoWait())
 		return err
 	})
-	require.ErrorIs(t, err, locking.ErrLocked, "the waiting GetManyLocked holds the lower key")
+	require.ErrorIs(t, err, locking.ErrLocked, "the waiting LockRows holds the lower key")
 	require.NoError(t, h.stop())
 	require.NoError(t, <-got)
 }
@@ -709,7 +709,7 @@ func TestLockTimeoutRestoredAfterClientError(t *testing.T) {
 	require.NoError(t, repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
 		var before, after string
 		require.NoError(t, docs.DB(ctx).Raw("SHOW lock_timeout").Scan(&before).Error)
-		_, err := docs.GetLocked(ctx, "d1", repository.LockTimeout(50*time.Millisecond))
+		_, err := docs.LockRow(ctx, "d1", repository.LockTimeout(50*time.Millisecond))
 		require.ErrorContains(t, err, "attrs")
 		require.NoError(t, docs.DB(ctx).Raw("SHOW lock_timeout").Scan(&after).Error)
 		assert.Equal(t, before, after)
@@ -721,11 +721,11 @@ func TestLockTimeoutBounds(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "ann", 1)
-		_, err := accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
-			repository.Locking(repository.LockTimeout(repository.MaxLockTimeout+time.Millisecond)))
+		_, err := accounts.MutateRowLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
+			repository.LockTimeout(repository.MaxLockTimeout+time.Millisecond))
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		_, err = accounts.MutateLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
-			repository.Locking(repository.LockTimeout(repository.MaxLockTimeout)))
+		_, err = accounts.MutateRowLocked(context.Background(), a.ID, func(*models.Account) error { return nil },
+			repository.LockTimeout(repository.MaxLockTimeout))
 		require.NoError(t, err)
 	})
 }

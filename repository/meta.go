@@ -59,7 +59,7 @@ type meta struct {
 	selectSQL    string
 	selectAnySQL string
 	// selectFor is selectSQL + " FOR UPDATE" / " FOR SHARE" [" NOWAIT"],
-	// indexed [shared][nowait], for GetLocked where rows lock natively.
+	// indexed [shared][nowait], for LockRow where rows lock natively.
 	selectFor [2][2]string
 
 	update stmt // SET setCols..., version, [updated_at] WHERE pk AND version [AND deleted_at IS NULL]
@@ -288,7 +288,7 @@ func (m *meta) ownSelect() bool {
 	return true
 }
 
-// lockedSelect returns the SELECT of GetLocked with the row lock lc asks for.
+// lockedSelect returns the SELECT of LockRow with the row lock lc asks for.
 func (m *meta) lockedSelect(lc lockConfig) string {
 	return m.selectFor[b2i(lc.shared)][b2i(lc.nowait)]
 }

@@ -100,7 +100,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		return nil, err
 	}
 	if len(cfg.lock) > 0 {
-		return nil, locking.Invalid("%s: Locking options apply to MutateLocked; Mutate and Upsert take no locks", r.m.table)
+		return nil, locking.Invalid("%s: lock options apply to MutateRowLocked; Mutate and Upsert take no locks", r.m.table)
 	}
 	rep := MutateReport{Table: r.m.table, ID: id, Op: kind}
 	_, inTx := r.conn(ctx)
@@ -123,7 +123,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		var e *T
 		var err error
 		if locked != nil {
-			e, err = r.GetLocked(ctx, id)
+			e, err = r.LockRow(ctx, id)
 			locked()
 		} else {
 			if r.heat != nil && r.heat.lockNS.Load() == 0 {

@@ -128,11 +128,11 @@ func TestLoggerSeesEveryStatementWithTheCaller(t *testing.T) {
 				var lease *repository.Lease
 				sqls = logged(t, rec, func() error {
 					var err error
-					_, lease, err = products.GetAndLock(ctx, p.ID, "alice")
+					_, lease, err = products.Leases().Acquire(ctx, p.ID, "alice")
 					return err
 				})
 				require.True(t, containsStatement(sqls, "INSERT INTO gormlock_leases"), "%q", sqls)
-				sqls = logged(t, rec, func() error { return products.Unlock(ctx, lease) })
+				sqls = logged(t, rec, func() error { return products.Leases().Release(ctx, lease) })
 				require.True(t, containsStatement(sqls, "UPDATE gormlock_leases"), "%q", sqls)
 
 				p, err := products.Get(ctx, p.ID)
@@ -255,14 +255,14 @@ func TestDBResolverKeepsDecidingReadsOnThePrimary(t *testing.T) {
 				out, err = resolved.Upsert(ctx, p.ID, func() *product { return &product{} }, func(p *product) error { p.Stock++; return nil })
 				require.NoError(t, err)
 				require.Equal(t, stock+2, out.Stock)
-				out, err = resolved.MutateLocked(ctx, p.ID, func(p *product) error { p.Stock++; return nil })
+				out, err = resolved.MutateRowLocked(ctx, p.ID, func(p *product) error { p.Stock++; return nil })
 				require.NoError(t, err)
 				require.Equal(t, stock+3, out.Stock)
-				leased, lease, err := resolved.GetAndLock(ctx, p.ID, "alice")
+				leased, lease, err := resolved.Leases().Acquire(ctx, p.ID, "alice")
 				require.NoError(t, err)
 				require.Equal(t, stock+3, leased.Stock)
 				leased.Stock++
-				require.NoError(t, resolved.UpdateWithLease(ctx, leased, lease))
+				require.NoError(t, resolved.Leases().Update(ctx, leased, lease))
 
 				// The stale check reads the primary's version.
 				var se *locking.StaleDataError

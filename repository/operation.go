@@ -103,6 +103,8 @@ func (k OperationKey) applyMutate(c *mutateConfig) error {
 	return nil
 }
 
+func (k OperationKey) applyLockedMutate(c *mutateConfig) error { return k.applyMutate(c) }
+
 // WithOperationRetention sets how long the repository's operation keys are
 // remembered (DefaultOperationRetention otherwise). It must be positive, or
 // New fails with an error matching locking.ErrInvalidArgument.

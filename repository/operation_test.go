@@ -98,10 +98,10 @@ func TestOpKeyRepeatAppliesOnce(t *testing.T) {
 			balance, _, _ := rawAccount(t, db, a.ID)
 			assert.EqualValues(t, 12, balance)
 		})
-		t.Run("MutateLocked", func(t *testing.T) {
+		t.Run("MutateRowLocked", func(t *testing.T) {
 			a := newAccount(t, accounts, "ml", 10)
 			for range 3 {
-				_, err := accounts.MutateLocked(ctx, a.ID, inc, repository.OpKey("mtl-1"))
+				_, err := accounts.MutateRowLocked(ctx, a.ID, inc, repository.OpKey("mtl-1"))
 				require.NoError(t, err)
 			}
 			balance, _, _ := rawAccount(t, db, a.ID)

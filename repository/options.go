@@ -10,10 +10,19 @@ type WriteOption interface {
 	applyWrite(*writeConfig) error
 }
 
-// MutateOption adjusts one Mutate, Upsert or MutateLocked call: Retry,
-// Attempts, Locking (MutateLocked only) and OpKey.
+// MutateOption adjusts one Mutate or Upsert call: Retry, Report and OpKey.
+// Every MutateOption is also a LockedMutateOption.
 type MutateOption interface {
+	LockedMutateOption
 	applyMutate(*mutateConfig) error
+}
+
+// LockedMutateOption adjusts one MutateRowLocked call: the MutateOptions
+// (Retry, Report, OpKey) and the LockOptions (NoWait, LockTimeout). A
+// LockOption is not a MutateOption, so passing NoWait() to Mutate does not
+// compile.
+type LockedMutateOption interface {
+	applyLockedMutate(*mutateConfig) error
 }
 
 type writeConfig struct {
@@ -119,7 +128,7 @@ func readConfigOf(opts []ReadOption) (readConfig, error) {
 type mutateConfig struct {
 	retry    locking.RetryPolicy
 	attempts *int
-	lock     []LockOption // MutateLocked only
+	lock     []LockOption // MutateRowLocked only
 	op       *OperationKey
 	report   *MutateReport
 }
@@ -127,7 +136,8 @@ type mutateConfig struct {
 // mutateFunc is a MutateOption made of a function.
 type mutateFunc func(*mutateConfig) error
 
-func (f mutateFunc) applyMutate(c *mutateConfig) error { return f(c) }
+func (f mutateFunc) applyMutate(c *mutateConfig) error       { return f(c) }
+func (f mutateFunc) applyLockedMutate(c *mutateConfig) error { return f(c) }
 
 // Retry sets the retry policy of this call, overriding the repository's. An
 // invalid policy gives an error matching locking.ErrInvalidArgument.
@@ -141,18 +151,6 @@ func Retry(p locking.RetryPolicy) MutateOption {
 	})
 }
 
-// Attempts stores in *n how many attempts the call ran, for metrics and
-// tests.
-func Attempts(n *int) MutateOption {
-	return mutateFunc(func(c *mutateConfig) error {
-		if n == nil {
-			return locking.Invalid("Attempts: nil pointer")
-		}
-		c.attempts = n
-		return nil
-	})
-}
-
 func (r *Repository[T]) mutateConfig(opts []MutateOption) (mutateConfig, error) {
 	c := mutateConfig{retry: r.retry}
 	for _, opt := range opts {
@@ -160,6 +158,19 @@ func (r *Repository[T]) mutateConfig(opts []MutateOption) (mutateConfig, error) 
 			continue
 		}
 		if err := opt.applyMutate(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (r *Repository[T]) lockedMutateConfig(opts []LockedMutateOption) (mutateConfig, error) {
+	c := mutateConfig{retry: r.retry}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.applyLockedMutate(&c); err != nil {
 			return c, err
 		}
 	}

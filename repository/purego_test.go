@@ -204,13 +204,13 @@ func TestPureGoUnguardedLosesIncrements(t *testing.T) {
 	t.Logf("unguarded: %d increments reported, %d kept", done, kept)
 }
 
-// MutateLocked serialises concurrent writers through SQLite's write lock.
-func TestPureGoMutateLocked(t *testing.T) {
+// MutateRowLocked serialises concurrent writers through SQLite's write lock.
+func TestPureGoMutateRowLocked(t *testing.T) {
 	db := openPureGo(t, filepath.Join(t.TempDir(), "locked.db"))
 	accounts, err := repository.New[models.Account](db)
 	require.NoError(t, err)
 	done, kept := pureGoStress(t, db, func(ctx context.Context, id int64) error {
-		_, err := accounts.MutateLocked(ctx, id, func(a *models.Account) error {
+		_, err := accounts.MutateRowLocked(ctx, id, func(a *models.Account) error {
 			a.Balance++
 			return nil
 		})
@@ -306,8 +306,8 @@ func TestPureGoWriteWaitsForTheLockInGo(t *testing.T) {
 			_, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
 			return err
 		},
-		"MutateLocked": func(ctx context.Context) error {
-			_, err := accounts.MutateLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
+		"MutateRowLocked": func(ctx context.Context) error {
+			_, err := accounts.MutateRowLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
 			return err
 		},
 		"Create": func(ctx context.Context) error { return accounts.Create(ctx, &models.Account{Owner: "new"}) },
@@ -357,7 +357,7 @@ func TestPureGoWriteWaitsForTheLockInGo(t *testing.T) {
 }
 
 // NoWait reports a held lock at once as ErrLocked.
-func TestPureGoMutateLockedNoWait(t *testing.T) {
+func TestPureGoMutateRowLockedNoWait(t *testing.T) {
 	ctx := context.Background()
 	db := openPureGo(t, filepath.Join(t.TempDir(), "nowait.db"))
 	accounts, err := repository.New[models.Account](db)
@@ -376,8 +376,8 @@ func TestPureGoMutateLockedNoWait(t *testing.T) {
 		})
 	})
 	<-held
-	_, err = accounts.MutateLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil },
-		repository.Locking(repository.NoWait()))
+	_, err = accounts.MutateRowLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil },
+		repository.NoWait())
 	close(release)
 	require.NoError(t, g.Wait())
 	require.ErrorIs(t, err, locking.ErrLocked)

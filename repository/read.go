@@ -167,10 +167,28 @@ type FindOption interface {
 	applyFind(*findQuery) error
 }
 
+// ClaimOption narrows or orders Claim: Where and OrderBy. Claim's n is
+// its limit, so Limit and Offset are not ClaimOptions.
+type ClaimOption interface {
+	applyClaim(*findQuery) error
+}
+
+// FilterOption is an option both Find and Claim take: Where, OrderBy.
+type FilterOption interface {
+	FindOption
+	ClaimOption
+}
+
 // findFunc is a FindOption made of a function.
 type findFunc func(*findQuery) error
 
 func (f findFunc) applyFind(q *findQuery) error { return f(q) }
+
+// filterFunc is a FilterOption made of a function.
+type filterFunc func(*findQuery) error
+
+func (f filterFunc) applyFind(q *findQuery) error  { return f(q) }
+func (f filterFunc) applyClaim(q *findQuery) error { return f(q) }
 
 type findQuery struct {
 	where          []clause.Expr
@@ -188,8 +206,8 @@ type findQuery struct {
 // (which could end the statement and start another, or hide the rest of
 // it) is refused with an error matching locking.ErrInvalidArgument, before
 // any I/O.
-func Where(query string, args ...any) FindOption {
-	return findFunc(func(q *findQuery) error {
+func Where(query string, args ...any) FilterOption {
+	return filterFunc(func(q *findQuery) error {
 		if strings.TrimSpace(query) == "" {
 			return locking.Invalid("Find: Where with an empty condition")
 		}
@@ -219,8 +237,8 @@ func oneExpression(sql string, hashComments bool) error {
 // OrderBy sorts by a column of the model, given by column or field name,
 // descending when desc is true. Several OrderBy apply in turn. Find always
 // ends the order with the primary key, so pages are stable.
-func OrderBy(column string, desc bool) FindOption {
-	return findFunc(func(q *findQuery) error {
+func OrderBy(column string, desc bool) FilterOption {
+	return filterFunc(func(q *findQuery) error {
 		q.order = append(q.order, clause.OrderByColumn{Column: clause.Column{Name: column}, Desc: desc})
 		return nil
 	})

@@ -61,7 +61,7 @@ func TestGetReadsModelsWithReadOnlyFields(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, m.Version, c.Version)
 		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
-			l, err := r.GetLocked(ctx, c.ID)
+			l, err := r.LockRow(ctx, c.ID)
 			require.NoError(t, err)
 			require.Equal(t, "b", l.Name)
 			return nil

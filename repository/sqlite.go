@@ -36,7 +36,7 @@ import (
 //
 // Every gormlock write on SQLite goes through it: a statement outside a
 // transaction for the statement's length, a transaction (RunInTx,
-// MutateLocked, ...) from BEGIN IMMEDIATE to COMMIT.
+// MutateRowLocked, ...) from BEGIN IMMEDIATE to COMMIT.
 
 // sqliteGate is one database's queue of writers in this process.
 type sqliteGate struct {

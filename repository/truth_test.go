@@ -215,12 +215,12 @@ func TestSQLiteWaitsEndWithTheContext(t *testing.T) {
 			_, err := accounts.Mutate(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
 			return err
 		},
-		"MutateLocked": func(ctx context.Context) error {
-			_, err := accounts.MutateLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
+		"MutateRowLocked": func(ctx context.Context) error {
+			_, err := accounts.MutateRowLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil })
 			return err
 		},
-		"GetAndLock": func(ctx context.Context) error {
-			_, _, err := accounts.GetAndLock(ctx, a.ID, "me")
+		"Leases.Acquire": func(ctx context.Context) error {
+			_, _, err := accounts.Leases().Acquire(ctx, a.ID, "me")
 			return err
 		},
 		"Create": func(ctx context.Context) error {
@@ -288,7 +288,7 @@ func TestSQLiteWaitsEndWithTheContext(t *testing.T) {
 				var n int64
 				require.NoError(t, db.Raw("SELECT count(*) FROM accounts").Scan(&n).Error)
 				assert.EqualValues(t, 1, n, "nothing created")
-				st, _, err := accounts.GetWithLease(context.Background(), a.ID)
+				st, _, err := accounts.Leases().Get(context.Background(), a.ID)
 				require.NoError(t, err)
 				require.NotNil(t, st)
 			})

@@ -182,7 +182,7 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 // later writes — or, when the record is gone since, the key and the version
 // the first call gave it.
 func (r *Repository[T]) repeated(ctx context.Context, rv reflect.Value, prior *Operation) error {
-	id, err := r.ParseID(prior.RecordKey)
+	id, err := r.parseID(prior.RecordKey)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func uniqueServer(t *testing.T, db *gorm.DB) (*client, *repository.Repository[me
 	require.NoError(t, db.AutoMigrate(&member{}, &handle{}))
 	members, err := repository.New[member](db)
 	require.NoError(t, err)
-	require.True(t, members.KeyAssignedByDatabase())
+	require.True(t, members.Adapter().KeyAssignedByDatabase())
 	handles, err := repository.New[handle](db)
 	require.NoError(t, err)
 	docs, err := repository.New[models.Document](db)

@@ -53,7 +53,7 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 	}
 	var version int64
 	if exists {
-		_, version, _ = h.repo.Identity(cur)
+		_, version, _ = h.repo.Adapter().Identity(cur)
 	}
 	if why := failedCondition(im, inm, exists, version); why != "" {
 		if h.replayed(w, r, key, id) {
@@ -84,7 +84,7 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 		// merging again into every version read and re-checking
 		// If-None-Match on it.
 		e, err := h.repo.Mutate(ctx, id, func(cur *T) error {
-			if _, v, _ := h.repo.Identity(cur); failedCondition(im, inm, true, v) != "" {
+			if _, v, _ := h.repo.Adapter().Identity(cur); failedCondition(im, inm, true, v) != "" {
 				return errPrecondition
 			}
 			return h.applyPatch(cur, patch, id)
@@ -161,7 +161,7 @@ func (h *Handler[T]) decodePatch(w http.ResponseWriter, r *http.Request, id any)
 		problem(w, http.StatusBadRequest, "the merge patch does not fit the record: %v", err)
 		return nil, nil, false
 	}
-	if bid, _, zero := h.repo.Identity(&e); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
+	if bid, _, zero := h.repo.Adapter().Identity(&e); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
 		problem(w, http.StatusBadRequest, "the patch's id %v is not the id in the URL (%v): a PATCH cannot move a record", bid, id)
 		return nil, nil, false
 	}
@@ -197,14 +197,14 @@ func (h *Handler[T]) applyPatch(cur *T, patch map[string]any, id any) error {
 	if err := dec.Decode(src); err != nil {
 		return &patchError{fmt.Sprintf("the patched record is not valid: %v", err)}
 	}
-	if bid, _, zero := h.repo.Identity(src); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
+	if bid, _, zero := h.repo.Adapter().Identity(src); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
 		return &patchError{fmt.Sprintf("the patch's id %v is not the id in the URL (%v): a PATCH cannot move a record", bid, id)}
 	}
 	dst, from := reflect.ValueOf(src).Elem(), reflect.ValueOf(cur).Elem()
 	for _, path := range h.hidden {
 		dst.FieldByIndex(path).Set(from.FieldByIndex(path))
 	}
-	return h.repo.CopyWritable(cur, src)
+	return h.repo.Adapter().CopyWritable(cur, src)
 }
 
 // mergePatch applies patch to target as RFC 7396's MergePatch does and

@@ -227,7 +227,7 @@ func (h *Handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusMethodNotAllowed, "method %s is not allowed on a record", r.Method)
 		return
 	}
-	id, err := h.repo.ParseID(seg)
+	id, err := h.repo.Adapter().ParseID(seg)
 	if err != nil {
 		problem(w, http.StatusBadRequest, "malformed id: %v", err)
 		return
@@ -254,7 +254,7 @@ func (h *Handler[T]) get(w http.ResponseWriter, r *http.Request, id any) {
 		return
 	}
 	w.Header().Set("Accept-Patch", mergePatchType)
-	_, version, _ := h.repo.Identity(e)
+	_, version, _ := h.repo.Adapter().Identity(e)
 	if inm.any || inm.matchWeak(version) {
 		w.Header().Set("ETag", ETag(version))
 		w.WriteHeader(http.StatusNotModified)
@@ -314,8 +314,8 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	bid, _, zero := h.repo.Identity(body)
-	if h.repo.KeyAssignedByDatabase() && !zero {
+	bid, _, zero := h.repo.Adapter().Identity(body)
+	if h.repo.Adapter().KeyAssignedByDatabase() && !zero {
 		problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: leave the id out")
 		return
 	}
@@ -339,7 +339,7 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	id, _, _ := h.repo.Identity(e)
+	id, _, _ := h.repo.Adapter().Identity(e)
 	loc := strings.TrimSuffix(requestPath(r), "/") + "/" + url.PathEscape(fmt.Sprint(id))
 	w.Header().Set("Location", loc)
 	h.send(w, http.StatusCreated, e)
@@ -350,11 +350,11 @@ func (h *Handler[T]) create(w http.ResponseWriter, r *http.Request) {
 // id unless it is nil (a key the database assigns).
 func (h *Handler[T]) newRecord(body *T, id any) (*T, error) {
 	e := new(T)
-	if err := h.repo.CopyWritable(e, body); err != nil {
+	if err := h.repo.Adapter().CopyWritable(e, body); err != nil {
 		return nil, err
 	}
 	if id != nil {
-		if err := h.repo.SetIdentity(e, id, 0); err != nil {
+		if err := h.repo.Adapter().SetIdentity(e, id, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -396,7 +396,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 	if !ok {
 		return
 	}
-	if bid, _, zero := h.repo.Identity(body); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
+	if bid, _, zero := h.repo.Adapter().Identity(body); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
 		problem(w, http.StatusBadRequest, "the body's id %v is not the id in the URL (%v): a PUT cannot move a record", bid, id)
 		return
 	}
@@ -413,7 +413,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 	}
 	var version int64
 	if exists {
-		_, version, _ = h.repo.Identity(cur)
+		_, version, _ = h.repo.Adapter().Identity(cur)
 	}
 	if why := failedCondition(im, inm, exists, version); why != "" {
 		if h.replayed(w, r, key, id) {
@@ -425,7 +425,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 	switch {
 	case !exists && inm.any:
 		// Create only if absent.
-		if h.repo.KeyAssignedByDatabase() {
+		if h.repo.Adapter().KeyAssignedByDatabase() {
 			problem(w, http.StatusBadRequest, "ids of this collection are assigned by the server: create with POST")
 			return
 		}
@@ -460,7 +460,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		problem(w, http.StatusNotFound, "no such record")
 	case im.present && !im.any:
 		// The named version is current: the guarded write at that version.
-		if err := h.repo.CopyWritable(cur, body); err != nil {
+		if err := h.repo.Adapter().CopyWritable(cur, body); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -473,10 +473,10 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		// Any existing version: replace whatever is current, atomically,
 		// re-checking If-None-Match on every version read.
 		e, err := h.repo.Mutate(ctx, id, func(cur *T) error {
-			if _, v, _ := h.repo.Identity(cur); failedCondition(im, inm, true, v) != "" {
+			if _, v, _ := h.repo.Adapter().Identity(cur); failedCondition(im, inm, true, v) != "" {
 				return errPrecondition
 			}
-			return h.repo.CopyWritable(cur, body)
+			return h.repo.Adapter().CopyWritable(cur, body)
 		}, mutateOpts(key)...)
 		switch {
 		case errors.Is(err, errPrecondition) || errors.Is(err, locking.ErrNotFound):
@@ -512,7 +512,7 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 		}
 		var version int64
 		if exists {
-			_, version, _ = h.repo.Identity(cur)
+			_, version, _ = h.repo.Adapter().Identity(cur)
 		}
 		if why := failedCondition(im, inm, exists, version); why != "" {
 			if h.replayed(w, r, key, id) {
@@ -608,7 +608,7 @@ func (h *Handler[T]) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 
 // send writes e as JSON with its ETag.
 func (h *Handler[T]) send(w http.ResponseWriter, status int, e *T) {
-	_, version, _ := h.repo.Identity(e)
+	_, version, _ := h.repo.Adapter().Identity(e)
 	w.Header().Set("ETag", ETag(version))
 	writeJSON(w, status, "application/json", e)
 }
@@ -631,7 +631,7 @@ func (h *Handler[T]) writeFailed(w http.ResponseWriter, r *http.Request, id any,
 func (h *Handler[T]) preconditionFailed(w http.ResponseWriter, r *http.Request, id any, detail string) {
 	cur, err := h.repo.Get(r.Context(), id)
 	if err == nil {
-		_, version, _ := h.repo.Identity(cur)
+		_, version, _ := h.repo.Adapter().Identity(cur)
 		w.Header().Set("ETag", ETag(version))
 	}
 	problem(w, http.StatusPreconditionFailed, "%s", detail)
@@ -648,7 +648,7 @@ func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, exists bool, ve
 func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var lease *locking.LeaseError
 	switch {
-	case errors.As(err, &lease) && errors.Is(err, locking.ErrLocked):
+	case errors.As(err, &lease) && errors.Is(err, locking.ErrLeased):
 		if !lease.Until.IsZero() {
 			secs := int64(time.Until(lease.Until)/time.Second) + 1
 			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))

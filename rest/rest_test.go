@@ -371,7 +371,7 @@ func TestLeasedRecordIsLocked(t *testing.T) {
 		require.Equal(t, http.StatusCreated, created.status)
 		docs, err := repository.New[models.Document](db, repository.WithLeases())
 		require.NoError(t, err)
-		_, lease, err := docs.GetAndLock(context.Background(), "d1", "editor")
+		_, lease, err := docs.Leases().Acquire(context.Background(), "d1", "editor")
 		require.NoError(t, err)
 
 		require.Equal(t, http.StatusOK, c.do("GET", "/documents/d1", "").status)
@@ -386,7 +386,7 @@ func TestLeasedRecordIsLocked(t *testing.T) {
 			r = c.do("DELETE", "/documents/d1", "", "If-Match", im)
 			require.Equal(t, http.StatusLocked, r.status, im)
 		}
-		require.NoError(t, docs.Unlock(context.Background(), lease))
+		require.NoError(t, docs.Leases().Release(context.Background(), lease))
 		require.Equal(t, http.StatusOK, c.do("PUT", "/documents/d1", `{"title":"u"}`, "If-Match", created.etag()).status)
 	})
 }

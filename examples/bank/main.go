@@ -14,7 +14,7 @@
 //     both with UpdateMany (guarded by each row's version, in key order); a
 //     transfer that finds a row changed meanwhile (locking.ErrStaleData) runs
 //     again from the start, with backoff.
-//   - pessimistic: in one transaction, lock both rows with GetManyLocked
+//   - pessimistic: in one transaction, lock both rows with LockRows
 //     (SELECT ... FOR UPDATE in key order, so opposite transfers cannot
 //     deadlock; SQLite's write lock), then write them with UpdateMany.
 //   - unguarded: plain GORM reads and writes with no version and no lock, the
@@ -268,7 +268,7 @@ func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[
 			return repository.RunInTx(ctx, db, func(ctx context.Context) error {
 				var a, b *models.Account
 				if mode == Pessimistic {
-					locked, err := accounts.GetManyLocked(ctx, []any{from, to})
+					locked, err := accounts.LockRows(ctx, []any{from, to})
 					if err != nil {
 						return err
 					}

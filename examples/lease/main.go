@@ -92,14 +92,14 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	var versions exampledb.Versions // v1, v2, ...: the real ones are clock readings
 	v := versions.Name
 	p("gormlock lease: two editors, one document, on %s", db.Dialector.Name())
-	alice, aliceLease, err := docs.GetAndLock(ctx, id, "alice", repository.TTL(10*time.Second))
+	alice, aliceLease, err := docs.Leases().Acquire(ctx, id, "alice", repository.TTL(10*time.Second))
 	if err != nil {
 		return err
 	}
 	p("alice  get-and-lock                       -> ok: %q at version %s, fence %d, lease of %v",
 		alice.Title, v(aliceLease.Version), aliceLease.Fence, aliceLease.ExpiresAt.Sub(aliceLease.AcquiredAt))
 
-	_, _, err = docs.GetAndLock(ctx, id, "bob")
+	_, _, err = docs.Leases().Acquire(ctx, id, "bob")
 	var le *locking.LeaseError
 	holder := ""
 	if errors.As(err, &le) {
@@ -107,7 +107,7 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	}
 	p("bob    get-and-lock                       -> %s%s", kind(err), holder)
 
-	bobsCopy, st, err := docs.GetWithLease(ctx, id)
+	bobsCopy, st, err := docs.Leases().Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -115,32 +115,32 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 
 	forged := *aliceLease
 	forged.Token = "not-the-token"
-	p("bob    unlock with a wrong token          -> %s", kind(docs.Unlock(ctx, &forged)))
+	p("bob    unlock with a wrong token          -> %s", kind(docs.Leases().Release(ctx, &forged)))
 
 	bobsCopy.Title = "Bob's report"
 	p("bob    update without the token           -> %s (even at the right version %s)", kind(docs.Update(ctx, bobsCopy)), v(bobsCopy.Version))
 	p("bob    delete without the token           -> %s", kind(docs.Delete(ctx, bobsCopy)))
 
 	alice.Title = "Quarterly report, final"
-	p("alice  update with the token              -> %s: now version %s, lease released", kind(docs.UpdateWithLease(ctx, alice, aliceLease)), v(alice.Version))
+	p("alice  update with the token              -> %s: now version %s, lease released", kind(docs.Leases().Update(ctx, alice, aliceLease)), v(alice.Version))
 
-	bob, bobLease, err := docs.GetAndLock(ctx, id, "bob")
+	bob, bobLease, err := docs.Leases().Acquire(ctx, id, "bob")
 	if err != nil {
 		return err
 	}
 	p("bob    get-and-lock                       -> ok: %q, fence %d", bob.Title, bobLease.Fence)
-	p("bob    unlock with the token              -> %s", kind(docs.Unlock(ctx, bobLease)))
-	p("alice  unlock with her used lease         -> %s", kind(docs.Unlock(ctx, aliceLease)))
+	p("bob    unlock with the token              -> %s", kind(docs.Leases().Release(ctx, bobLease)))
+	p("alice  unlock with her used lease         -> %s", kind(docs.Leases().Release(ctx, aliceLease)))
 
 	// Expiry: a holder that never comes back blocks the record only until
 	// its lease ends, by the database's clock.
-	_, sleepy, err := docs.GetAndLock(ctx, id, "alice", repository.TTL(200*time.Millisecond))
+	_, sleepy, err := docs.Leases().Acquire(ctx, id, "alice", repository.TTL(200*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	p("alice  get-and-lock for 200ms, then stalls")
 	for {
-		_, st, err := docs.GetWithLease(ctx, id)
+		_, st, err := docs.Leases().Get(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -153,17 +153,17 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	bob, bobLease, err = docs.GetAndLock(ctx, id, "bob")
+	bob, bobLease, err = docs.Leases().Acquire(ctx, id, "bob")
 	if err != nil {
 		return err
 	}
 	p("bob    get-and-lock after the expiry      -> ok, fence %d (alice had %d)", bobLease.Fence, sleepy.Fence)
 	bob.Title = "Bob's edit"
-	if err := docs.UpdateWithLease(ctx, bob, bobLease); err != nil {
+	if err := docs.Leases().Update(ctx, bob, bobLease); err != nil {
 		return err
 	}
 	alice.Title = "Alice's late edit"
-	p("alice  wakes up, update with her lease    -> %s: her lease ended, bob's edit stays", kind(docs.UpdateWithLease(ctx, alice, sleepy)))
+	p("alice  wakes up, update with her lease    -> %s: her lease ended, bob's edit stays", kind(docs.Leases().Update(ctx, alice, sleepy)))
 	final, err := docs.Get(ctx, id)
 	if err != nil {
 		return err

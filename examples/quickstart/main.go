@@ -301,7 +301,7 @@ func (s *story) mutate(ctx context.Context) error {
 		reads    sync.WaitGroup
 		done     sync.WaitGroup
 		errs     = make([]error, len(writers))
-		attempts = make([]int, len(writers))
+		reports  = make([]repository.MutateReport, len(writers))
 	)
 	ready.Add(len(writers))
 	reads.Add(len(writers))
@@ -332,7 +332,7 @@ func (s *story) mutate(ctx context.Context) error {
 				}
 				d.Attrs[wr.key] = wr.value
 				return nil
-			}, repository.Attempts(&attempts[i]))
+			}, repository.Report(&reports[i]))
 			if err != nil {
 				errs[i] = fmt.Errorf("%s: Mutate: %w", wr.who, err)
 				cancel() // release the other writer if it is waiting
@@ -349,7 +349,7 @@ func (s *story) mutate(ctx context.Context) error {
 	total := 0
 	for i, wr := range writers {
 		s.printf("  %s Mutate sets %s=%s: ok\n", wr.who, wr.key, wr.value)
-		total += attempts[i]
+		total += reports[i].Attempts
 	}
 	s.printf("  attempts in all: %d (both first attempts read the same version; the one that lost re-read and retried)\n", total)
 	d, err := s.final(ctx, id)

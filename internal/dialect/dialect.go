@@ -211,7 +211,7 @@ var table = map[string]Caps{
 		SharedLock:  {How: NodeLocal},
 		NoWait:      {How: NodeLocal},
 		LockTimeout: {How: NodeLocal},
-		SkipLocked:  {How: Unsupported, Why: "Galera's row locks are held on one node only, so two nodes can claim the same row: SKIP LOCKED cannot share work out across the cluster; use leases (GetAndLock), which the cluster orders"},
+		SkipLocked:  {How: Unsupported, Why: "Galera's row locks are held on one node only, so two nodes can claim the same row: SKIP LOCKED cannot share work out across the cluster; use leases (Leases.Acquire), which the cluster orders"},
 	}),
 }
 

@@ -189,7 +189,7 @@ func TestFailover(t *testing.T) {
 }
 
 // TestKeyedRetryKeepsAnUnknownOutcomeUnknown: Mutate, Upsert and
-// MutateLocked with an operation key and the default retry policy retry an
+// MutateRowLocked with an operation key and the default retry policy retry an
 // attempt whose outcome was unknown. When the retry then fails before it
 // could learn the first attempt's fate (it cannot connect: the primary is
 // gone and the standby not yet promoted), the call's outcome is still
@@ -215,8 +215,8 @@ func TestKeyedRetryKeepsAnUnknownOutcomeUnknown(t *testing.T) {
 			_, err := repo.Upsert(ctx, id, nil, increment, repository.OpKey(key))
 			return err
 		},
-		"MutateLocked": func(ctx context.Context, id int64, key string) error {
-			_, err := repo.MutateLocked(ctx, id, increment, repository.OpKey(key))
+		"MutateRowLocked": func(ctx context.Context, id int64, key string) error {
+			_, err := repo.MutateRowLocked(ctx, id, increment, repository.OpKey(key))
 			return err
 		},
 	}

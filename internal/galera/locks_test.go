@@ -18,13 +18,13 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-// TestGetLockedIsNodeLocal shows what a pessimistic lock is on a cluster:
-// node 1 holds account 1 with GetLocked; a second transaction on node 1
+// TestLockRowIsNodeLocal shows what a pessimistic lock is on a cluster:
+// node 1 holds account 1 with LockRow; a second transaction on node 1
 // is kept out (NoWait: locking.ErrLocked), but one on node 2 gets the
 // "lock" too, NoWait or not. Both holders write: the second to reach the
 // cluster fails with locking.ErrDeadlock (not applied), so the record holds
 // one write and no acknowledged write is lost.
-func TestGetLockedIsNodeLocal(t *testing.T) {
+func TestLockRowIsNodeLocal(t *testing.T) {
 	n := openNodes(t)
 	n.seed(t, 1)
 	repos := n.accounts(t)
@@ -32,20 +32,20 @@ func TestGetLockedIsNodeLocal(t *testing.T) {
 	id := int64(1)
 
 	err := repository.RunInTx(ctx, n.dbs[0], func(ctx context.Context) error {
-		mine, err := repos[0].GetLocked(ctx, id)
+		mine, err := repos[0].LockRow(ctx, id)
 		if err != nil {
 			return err
 		}
 		// The same node: the lock holds.
 		same := repository.RunInTx(context.Background(), n.dbs[0], func(ctx context.Context) error {
-			_, err := repos[0].GetLocked(ctx, id, repository.NoWait())
+			_, err := repos[0].LockRow(ctx, id, repository.NoWait())
 			return err
 		})
 		require.ErrorIs(t, same, locking.ErrLocked, "NoWait on the holder's node")
 
 		// Another node: it "locks" the row too, and commits a write.
 		other := repository.RunInTx(context.Background(), n.dbs[1], func(ctx context.Context) error {
-			theirs, err := repos[1].GetLocked(ctx, id, repository.NoWait())
+			theirs, err := repos[1].LockRow(ctx, id, repository.NoWait())
 			if err != nil {
 				return err
 			}
@@ -62,12 +62,12 @@ func TestGetLockedIsNodeLocal(t *testing.T) {
 	require.Equal(t, map[int64]int64{1: 20}, n.balances(t))
 }
 
-// TestMutateLockedAcrossNodes runs MutateLocked increments on one hot row
+// TestMutateRowLockedAcrossNodes runs MutateRowLocked increments on one hot row
 // from all three nodes. The row locks exclude the workers of one node only;
 // across nodes the cluster refuses the losers with 1213 (on the locked
-// read, the write or the COMMIT), MutateLocked retries them from a fresh
+// read, the write or the COMMIT), MutateRowLocked retries them from a fresh
 // transaction, and the row ends with exactly the acknowledged increments.
-func TestMutateLockedAcrossNodes(t *testing.T) {
+func TestMutateRowLockedAcrossNodes(t *testing.T) {
 	workers, calls := sizes()
 	n := openNodes(t)
 	n.seed(t, 1)
@@ -78,7 +78,7 @@ func TestMutateLockedAcrossNodes(t *testing.T) {
 	spread(t, workers, func(ctx context.Context, _, node int) error {
 		for range calls {
 			var tries int
-			_, err := repos[node].MutateLocked(ctx, int64(1), func(a *models.Account) error {
+			_, err := repos[node].MutateRowLocked(ctx, int64(1), func(a *models.Account) error {
 				a.Balance++
 				return nil
 			}, repository.Attempts(&tries), repository.Retry(retryPolicy))
@@ -91,7 +91,7 @@ func TestMutateLockedAcrossNodes(t *testing.T) {
 		}
 		return nil
 	})
-	y.check(t, "MutateLocked hot row", n, before, n.balances(t), true)
+	y.check(t, "MutateRowLocked hot row", n, before, n.balances(t), true)
 }
 
 // TestClaimRefusedOnGalera: SKIP LOCKED skips only the rows locked on the
@@ -145,7 +145,7 @@ func TestLeaseRaceAcrossNodes(t *testing.T) {
 		id := int64(round)
 		var leases [3]*repository.Lease
 		spread(t, 3, func(ctx context.Context, _, node int) error {
-			_, l, err := repos[node].GetAndLock(ctx, id, fmt.Sprintf("owner-%d", node+1), repository.TTL(20*time.Second))
+			_, l, err := repos[node].Leases().Acquire(ctx, id, fmt.Sprintf("owner-%d", node+1), repository.TTL(20*time.Second))
 			switch {
 			case err == nil:
 				leases[node] = l
@@ -171,7 +171,7 @@ func TestLeaseRaceAcrossNodes(t *testing.T) {
 		require.EqualValues(t, 1, leases[w].Fence)
 		converge(t, n.dsns)
 		for node, r := range repos {
-			_, st, err := r.GetWithLease(context.Background(), id)
+			_, st, err := r.Leases().Get(context.Background(), id)
 			require.NoError(t, err)
 			require.NotNil(t, st, "node %d sees the lease", node+1)
 			require.Equal(t, fmt.Sprintf("owner-%d", w+1), st.Owner, "node %d", node+1)
@@ -186,12 +186,12 @@ func TestLeaseRaceAcrossNodes(t *testing.T) {
 		mine, err := repos[w].Get(context.Background(), id)
 		require.NoError(t, err)
 		mine.Status, mine.Runs, mine.DoneBy = models.JobDone, mine.Runs+1, leases[w].Owner
-		require.NoError(t, repos[w].UpdateWithLease(context.Background(), mine, leases[w]))
+		require.NoError(t, repos[w].Leases().Update(context.Background(), mine, leases[w]))
 	}
 	t.Logf("leases: %d rounds of 3 owners on 3 nodes: 1 grant per round; the others: %d ErrLocked, %d ErrDeadlock, %d unclassified 1213",
 		rounds, lockedAnswers.Load(), deadlockAnswers.Load(), unclassified.Load())
 	require.EqualValues(t, 2*rounds, lockedAnswers.Load()+deadlockAnswers.Load()+unclassified.Load())
-	require.Zero(t, unclassified.Load(), "GetAndLock returned a 1213 that does not match locking.ErrDeadlock")
+	require.Zero(t, unclassified.Load(), "Leases.Acquire returned a 1213 that does not match locking.ErrDeadlock")
 }
 
 // TestWorkQueueAcrossNodes runs a queue of jobs with workers on all three
@@ -303,7 +303,7 @@ func leaseWorker(ctx context.Context, r *repository.Repository[models.Job], owne
 				continue
 			}
 			pending = true
-			j, l, err := r.GetAndLock(ctx, id, owner, repository.TTL(20*time.Second))
+			j, l, err := r.Leases().Acquire(ctx, id, owner, repository.TTL(20*time.Second))
 			switch {
 			case errors.Is(err, locking.ErrLocked):
 				continue
@@ -315,7 +315,7 @@ func leaseWorker(ctx context.Context, r *repository.Repository[models.Job], owne
 			}
 			if j.Status == models.JobDone {
 				// Done by the lease before this one: give it back.
-				if err := r.Unlock(ctx, l); err != nil && !isDeadlock(err) {
+				if err := r.Leases().Release(ctx, l); err != nil && !isDeadlock(err) {
 					return err
 				}
 				continue
@@ -323,7 +323,7 @@ func leaseWorker(ctx context.Context, r *repository.Repository[models.Job], owne
 			work(id)
 			for {
 				j.Status, j.Runs, j.DoneBy = models.JobDone, j.Runs+1, owner
-				err := r.UpdateWithLease(ctx, j, l)
+				err := r.Leases().Update(ctx, j, l)
 				if !isDeadlock(err) {
 					if err != nil {
 						return fmt.Errorf("job %d: %w", id, err)

@@ -126,7 +126,7 @@ func TestDeadlockIsRetryableNotStale(t *testing.T) {
 	repos := n.accounts(t)
 	ctx := context.Background()
 	err := repository.RunInTx(ctx, n.dbs[0], func(ctx context.Context) error {
-		acct, err := repos[0].GetLocked(ctx, int64(1))
+		acct, err := repos[0].LockRow(ctx, int64(1))
 		if err != nil {
 			return err
 		}

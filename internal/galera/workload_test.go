@@ -140,7 +140,7 @@ type tally struct {
 	maxTries  int
 	exhausted int64 // calls that ran out of attempts: not applied
 	// calls that returned locking.ErrDeadlock: not applied, but a retry
-	// helper (Mutate, Upsert, MutateLocked) must have retried it
+	// helper (Mutate, Upsert, MutateRowLocked) must have retried it
 	deadlocked int64
 }
 

@@ -143,9 +143,9 @@ func TestCancellationAtEveryStage(t *testing.T) {
 					e.Balance = 99
 					return accounts.Update(ctx, &e)
 				}},
-				{name: "waiting for the lock: MutateLocked", blocked: holdRecord, call: func(ctx context.Context, cancel context.CancelFunc, a *models.Account) error {
+				{name: "waiting for the lock: MutateRowLocked", blocked: holdRecord, call: func(ctx context.Context, cancel context.CancelFunc, a *models.Account) error {
 					time.AfterFunc(200*time.Millisecond, cancel)
-					_, err := accounts.MutateLocked(ctx, a.ID, inc)
+					_, err := accounts.MutateRowLocked(ctx, a.ID, inc)
 					return err
 				}},
 				{name: "waiting for the lock: RunInTx", blocked: holdRecord, call: func(ctx context.Context, cancel context.CancelFunc, a *models.Account) error {
@@ -157,7 +157,7 @@ func TestCancellationAtEveryStage(t *testing.T) {
 				}},
 				{name: "acquiring a lease", blocked: holdRecord, call: func(ctx context.Context, cancel context.CancelFunc, a *models.Account) error {
 					time.AfterFunc(200*time.Millisecond, cancel)
-					_, _, err := accounts.GetAndLock(ctx, a.ID, "me")
+					_, _, err := accounts.Leases().Acquire(ctx, a.ID, "me")
 					return err
 				}},
 				{name: "in the retry backoff", call: func(ctx context.Context, cancel context.CancelFunc, a *models.Account) error {

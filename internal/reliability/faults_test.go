@@ -136,11 +136,11 @@ func faultTargets() []faultTarget {
 			done: func(t *testing.T, db *gorm.DB, a *models.Account) bool { return balanceIs(t, db, a.ID, 11) },
 		},
 		{
-			name:       "MutateLocked",
+			name:       "MutateRowLocked",
 			statements: []string{`FOR UPDATE`, `UPDATE "accounts"`, `INSERT INTO gormlock_operations`, "commit"},
 			prepare:    fresh,
 			write: func(ctx context.Context, r *repository.Repository[models.Account], a *models.Account, key string) error {
-				_, err := r.MutateLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil },
+				_, err := r.MutateRowLocked(ctx, a.ID, func(a *models.Account) error { a.Balance++; return nil },
 					repository.OpKey(key), repository.Retry(locking.RetryPolicy{MaxAttempts: 1}))
 				return err
 			},

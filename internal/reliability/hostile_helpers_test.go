@@ -102,15 +102,15 @@ func hostileSeed(t *testing.T, db *gorm.DB) *hostileFixture {
 		require.NoError(t, f.jobs.Create(ctx, &models.Job{Queue: "q", Payload: fmt.Sprint("p", i), Status: models.JobPending}))
 	}
 
-	_, l, err := f.docs.GetAndLock(ctx, "d1", hostileOwnerD, repository.TTL(hostileLeaseTTL))
+	_, l, err := f.docs.Leases().Acquire(ctx, "d1", hostileOwnerD, repository.TTL(hostileLeaseTTL))
 	require.NoError(t, err)
 	f.leaseD1 = *l
-	_, l, err = f.accts.GetAndLock(ctx, accts[0].ID, hostileOwnerA, repository.TTL(hostileLeaseTTL))
+	_, l, err = f.accts.Leases().Acquire(ctx, accts[0].ID, hostileOwnerA, repository.TTL(hostileLeaseTTL))
 	require.NoError(t, err)
 	f.leaseA1 = *l
-	_, l, err = f.docs.GetAndLock(ctx, "d2", "owner-gone")
+	_, l, err = f.docs.Leases().Acquire(ctx, "d2", "owner-gone")
 	require.NoError(t, err)
-	require.NoError(t, f.docs.Unlock(ctx, l))
+	require.NoError(t, f.docs.Leases().Release(ctx, l))
 	f.releasedD2 = *l
 
 	f.reload(t)
