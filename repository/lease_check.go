@@ -1,0 +1,199 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// needLeases refuses a lease operation on a repository built without
+// WithLeases.
+func (r *Repository[T]) needLeases(op string) error {
+	if r.leases == nil {
+		return locking.Invalid("%s: %s: the repository was built without WithLeases", r.m.table, op)
+	}
+	return nil
+}
+
+// leaseTTL returns the TTL a call asks for, or the default, checked against
+// the maximum.
+func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, error) {
+	if err := r.needLeases(op); err != nil {
+		return 0, err
+	}
+	c := leaseCall{ttl: r.leases.def}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return 0, fmt.Errorf("%s: %s: %w", r.m.table, op, err)
+		}
+	}
+	if c.ttl > r.leases.max {
+		return 0, locking.Invalid("%s: %s: lease TTL %v is over the maximum %v", r.m.table, op, c.ttl, r.leases.max)
+	}
+	return c.ttl, nil
+}
+
+// acquire runs the lease's acquire statement with args and scans the lease
+// it took into dest (key, fence, acquired, expires); sql.ErrNoRows when it
+// took none. Where acquire returns nothing (MySQL), the lease is read back
+// by its token hash, in the same transaction. A deadlock or, on Galera, a
+// certification conflict with another node's acquire (ErrDeadlock) is
+// tried again, twice: the next try sees the winner's lease.
+func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, dest ...any) error {
+	if r.m.leases.acquireBack == "" {
+		return r.exec(ctx, r.m.leases.acquire, args, r.queryRowScan(dest...))
+	}
+	var err error
+	for try := 0; try < 3; try++ {
+		write := func(ctx context.Context) error {
+			if _, err := r.execResult(ctx, r.m.leases.acquire, args); err != nil {
+				return err
+			}
+			db, _ := r.conn(ctx)
+			err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
+			if isNoRows(err) {
+				return err
+			}
+			return locking.Classify(err)
+		}
+		if _, inTx := r.conn(ctx); inTx {
+			return write(ctx)
+		}
+		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Leases.Acquire", write)
+		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// leaseState returns the unexpired lease on record id, or nil.
+func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, error) {
+	db, _ := r.conn(ctx)
+	var st LeaseState
+	var acquired, expires int64
+	err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id),
+		&st.Owner, &st.Fence, &acquired, &expires)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: id=%v: reading its lease: %w", r.m.table, id, locking.Classify(err))
+	}
+	st.AcquiredAt, st.ExpiresAt = millisTime(acquired), millisTime(expires)
+	return &st, nil
+}
+
+// leaseRefused explains why a lease operation or a guarded write found no
+// row: an unexpired lease someone holds (ErrLocked), or no lease held by the
+// caller any more (ErrLeaseExpired). mine is the caller's fence (0 for a
+// write without a lease).
+func (r *Repository[T]) leaseRefused(ctx context.Context, id any, mine int64, op string) error {
+	st, err := r.leaseState(ctx, id)
+	if err != nil {
+		return err
+	}
+	le := &locking.LeaseError{Kind: locking.ErrLeased, Table: r.m.table, ID: id, Op: op}
+	switch {
+	case st != nil:
+		// Someone holds the record: another holder, or, when the fence is
+		// the caller's own, a wrong token presented with it.
+		le.Holder, le.Fence, le.Until = st.Owner, st.Fence, st.ExpiresAt
+	case mine != 0:
+		le.Kind = locking.ErrLeaseExpired
+	}
+	// Otherwise a lease refused the operation and has ended since: still
+	// refused, and trying again may succeed.
+	return le
+}
+
+// checkLease validates a lease presented for one of the repository's
+// records and returns its key.
+func (r *Repository[T]) checkLease(l *Lease, op string) (any, error) {
+	if err := r.needLeases(op); err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, locking.Invalid("%s: %s: lease is nil", r.m.table, op)
+	}
+	if l.Table != r.m.table {
+		return nil, locking.Invalid("%s: %s: the lease is for table %q", r.m.table, op, l.Table)
+	}
+	return r.m.normalizeID(l.ID)
+}
+
+// release ends lease l in the transaction of ctx, or by itself; the error
+// explains a lease that is not held.
+func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error {
+	id, err := r.m.normalizeID(l.ID)
+	if err != nil {
+		return err
+	}
+	n, err := r.execResult(ctx, r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence))
+	if err != nil {
+		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
+	}
+	if n != 1 {
+		return r.leaseRefused(ctx, id, l.Fence, op)
+	}
+	return nil
+}
+
+func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) error {
+	id, err := r.checkLease(l, method)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return locking.Invalid("%s: %s: entity is nil", r.m.table, method)
+	}
+	if eid, _ := r.idOf(ctx, reflectElem(e)); keyString(eid) != keyString(id) {
+		return locking.Invalid("%s: %s: the lease is for id=%v, the entity is id=%v", r.m.table, method, id, eid)
+	}
+	// Refuse what the write would refuse before ending the lease.
+	if _, _, err := r.guardOf(ctx, reflectElem(e), method); err != nil {
+		return err
+	}
+	op := "update"
+	if method == "Leases.Delete" {
+		op = "delete"
+	}
+	_, inTx := r.conn(ctx)
+	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
+		// One statement, committed by itself (see pgLeaseSQL). Inside a
+		// transaction the savepoint below keeps a failed write from
+		// aborting the caller's transaction.
+		return r.updateWithLeasePG(ctx, e, l, id)
+	}
+	inTxOrOwn := func(fn func(context.Context) error) error {
+		if inTx {
+			return RunInTx(ctx, r.db, fn) // a savepoint of the caller's
+		}
+		return r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": "+method, fn)
+	}
+	return inTxOrOwn(func(ctx context.Context) error {
+		if r.m.caps.Dialector() == dialect.MySQL {
+			// Lock the record before the lease row, in the order
+			// Leases.Acquire takes them (its INSERT ... SELECT reads the record
+			// with a shared lock first): InnoDB would otherwise deadlock
+			// the two.
+			db, _ := r.conn(ctx)
+			var one int
+			if err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.rowLockSQL, r.m.keyArgs(nil, id), &one); err != nil && !isNoRows(err) {
+				return fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, locking.Classify(err))
+			}
+		}
+		if err := r.release(ctx, l, op); err != nil {
+			return err
+		}
+		return write(ctx, e)
+	})
+}
