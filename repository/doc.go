@@ -1,6 +1,88 @@
 // Package repository provides Repository[T], a typed store for one GORM model
 // whose every write is guarded by the record's version.
 //
+// The smallest complete program (the package Example runs the same):
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"fmt"
+//		"log"
+//
+//		"github.com/gormlock/gormlock/models"
+//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/repository"
+//	)
+//
+//	type Wallet struct {
+//		models.Model // the id and the version every write checks
+//		Owner        string
+//		Balance      int64
+//	}
+//
+//	func main() {
+//		ctx := context.Background()
+//		db, err := opendb.SQLite("app.db") // safe concurrent settings
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer opendb.Close(db)
+//		if err := db.AutoMigrate(&Wallet{}); err != nil {
+//			log.Fatal(err)
+//		}
+//		wallets, err := repository.New[Wallet](db)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		w := &Wallet{Owner: "ann", Balance: 100}
+//		if err := wallets.Create(ctx, w); err != nil {
+//			log.Fatal(err)
+//		}
+//		// Read, change, write guarded by the version; re-run from a fresh
+//		// read if someone else wrote first.
+//		w, err = wallets.Mutate(ctx, w.ID, func(w *Wallet) error {
+//			w.Balance -= 30
+//			return nil
+//		})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Println(w.Owner, w.Balance) // ann 70
+//	}
+//
+// # The surface, in layers
+//
+// What applications call, on *Repository[T]:
+//
+//   - reads: Get, Find;
+//   - writes guarded by the version: Create, Update, Delete, Restore,
+//     ForceIncrement, UpdateMany;
+//   - read-modify-write with retries: Mutate, Upsert, and Apply (one
+//     statement for commutative changes such as counters);
+//   - row locks, held until the transaction in ctx ends: LockRow, LockRows,
+//     MutateRowLocked, Claim (the lock options NoWait, LockTimeout,
+//     ForShare);
+//   - leases, time-limited locks that outlive transactions (get-and-lock):
+//     r.Leases() — Acquire, Get, Release, Renew, Update, Delete, Sweep —
+//     and ReleaseOwnerLeases;
+//   - transactions: RunInTx, InTx, Tx, WithTx; operation keys: OpKey,
+//     LookupOperation, PurgeOperations.
+//
+// What adapters need (package rest): r.Adapter() — ParseID, Identity,
+// SetIdentity, CopyWritable, KeyAssignedByDatabase.
+//
+// Options come in families, one per kind of call, so that an option given
+// to a call it does not apply to does not compile: Option (New's, all named
+// With...), WriteOption, ReadOption and FindOption, ClaimOption,
+// MutateOption and LockedMutateOption, LockOption, LeaseOption, and
+// ApplyOption. Errors are the sentinels and types of package locking,
+// matched with errors.Is and errors.As.
+//
+// The names used before this layering (GetLocked, MutateLocked, GetAndLock,
+// Unlock, ParseID on Repository, ...) still work, deprecated; the README's
+// migration note maps each to its new name.
+//
 // A guarded write is a single statement
 //
 //	UPDATE t SET <every column>, version = <next version> ... WHERE pk = ? AND version = ?
@@ -32,9 +114,11 @@
 // transaction carried by the context.
 //
 // Supported databases are SQLite (through gorm.io/driver/sqlite, or the
-// pure-Go github.com/glebarez/sqlite; open it with package opendb for safe
-// concurrent settings) and PostgreSQL (through gorm.io/driver/postgres). New refuses any other dialect with an error
-// matching locking.ErrNotSupported rather than run untested.
+// pure-Go github.com/glebarez/sqlite), PostgreSQL (gorm.io/driver/postgres)
+// and MySQL 8 / MariaDB, Galera included (gorm.io/driver/mysql); open them
+// with package opendb for the settings gormlock relies on. New refuses any
+// other dialect with an error matching locking.ErrNotSupported rather than
+// run untested.
 //
 // Update, Delete and Get run their own SQL, built once by New, on the
 // connection (or on the transaction from RunInTx, or one the application

@@ -40,6 +40,12 @@ func requireLeaseErr(t *testing.T, err error, kind error) *locking.LeaseError {
 	require.ErrorIs(t, err, kind)
 	var le *locking.LeaseError
 	require.ErrorAs(t, err, &le)
+	require.Equal(t, kind, le.Kind, "a lease error's Kind is ErrLeased or ErrLeaseExpired")
+	if kind == locking.ErrLeased {
+		require.ErrorIs(t, err, locking.ErrLocked, "a lease held by someone else is also ErrLocked")
+	} else {
+		require.NotErrorIs(t, err, locking.ErrLocked, "an expired lease is not a lock")
+	}
 	return le
 }
 
@@ -61,9 +67,9 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 		assert.Equal(t, repository.DefaultLeaseTTL, lease.ExpiresAt.Sub(lease.AcquiredAt))
 		assert.WithinDuration(t, time.Now(), lease.AcquiredAt, 5*time.Second, "database clock")
 
-		t.Run("get-and-lock: ErrLocked", func(t *testing.T) {
+		t.Run("get-and-lock: ErrLeased", func(t *testing.T) {
 			_, _, err := docs.Leases().Acquire(ctx, "doc-1", "bob")
-			le := requireLeaseErr(t, err, locking.ErrLocked)
+			le := requireLeaseErr(t, err, locking.ErrLeased)
 			assert.Equal(t, "alice", le.Holder)
 			assert.EqualValues(t, 1, le.Fence)
 			assert.Equal(t, lease.ExpiresAt, le.Until)
@@ -79,31 +85,31 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 			require.NotNil(t, st)
 			assert.Equal(t, repository.LeaseState{Owner: "alice", Fence: 1, AcquiredAt: lease.AcquiredAt, ExpiresAt: lease.ExpiresAt}, *st)
 		})
-		t.Run("unlock with a wrong or missing token: ErrLocked", func(t *testing.T) {
+		t.Run("unlock with a wrong or missing token: ErrLeased", func(t *testing.T) {
 			for _, token := range []string{"", "00000000000000000000000000000000", lease.Token + "x"} {
 				forged := *lease
 				forged.Token = token
-				requireLeaseErr(t, docs.Leases().Release(ctx, &forged), locking.ErrLocked)
+				requireLeaseErr(t, docs.Leases().Release(ctx, &forged), locking.ErrLeased)
 			}
 			_, st, err := docs.Leases().Get(ctx, "doc-1")
 			require.NoError(t, err)
 			require.NotNil(t, st, "still leased")
 		})
-		t.Run("update/delete without the token, even at the right version: ErrLocked", func(t *testing.T) {
+		t.Run("update/delete without the token, even at the right version: ErrLeased", func(t *testing.T) {
 			d, err := docs.Get(ctx, "doc-1")
 			require.NoError(t, err)
 			d.Title = "bob's"
-			le := requireLeaseErr(t, docs.Update(ctx, d), locking.ErrLocked)
+			le := requireLeaseErr(t, docs.Update(ctx, d), locking.ErrLeased)
 			assert.Equal(t, "alice", le.Holder)
 			assert.Equal(t, created, d.Version)
-			requireLeaseErr(t, docs.Delete(ctx, d), locking.ErrLocked)
-			requireLeaseErr(t, docs.ForceIncrement(ctx, d), locking.ErrLocked)
+			requireLeaseErr(t, docs.Delete(ctx, d), locking.ErrLeased)
+			requireLeaseErr(t, docs.ForceIncrement(ctx, d), locking.ErrLeased)
 			_, err = docs.Mutate(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
-			requireLeaseErr(t, err, locking.ErrLocked)
+			requireLeaseErr(t, err, locking.ErrLeased)
 			_, err = docs.MutateRowLocked(ctx, "doc-1", func(d *models.Document) error { d.Title = "bob's"; return nil })
-			requireLeaseErr(t, err, locking.ErrLocked)
+			requireLeaseErr(t, err, locking.ErrLeased)
 			err = docs.UpdateMany(ctx, []*models.Document{d})
-			requireLeaseErr(t, err, locking.ErrLocked)
+			requireLeaseErr(t, err, locking.ErrLeased)
 			got, err := docs.Get(ctx, "doc-1")
 			require.NoError(t, err)
 			assert.Equal(t, "draft", got.Title)
@@ -268,9 +274,9 @@ func TestExpiredLeaseIsSuperseded(t *testing.T) {
 		assert.EqualValues(t, 2, newLease.Fence)
 
 		old.Title = "late"
-		le := requireLeaseErr(t, docs.Leases().Update(ctx, old, oldLease), locking.ErrLocked)
+		le := requireLeaseErr(t, docs.Leases().Update(ctx, old, oldLease), locking.ErrLeased)
 		assert.Equal(t, "fresh", le.Holder)
-		requireLeaseErr(t, docs.Leases().Release(ctx, oldLease), locking.ErrLocked)
+		requireLeaseErr(t, docs.Leases().Release(ctx, oldLease), locking.ErrLeased)
 
 		d.Title = "fresh"
 		require.NoError(t, docs.Leases().Update(ctx, d, newLease))
@@ -397,7 +403,7 @@ func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lower, lease.Key)
 	_, _, err = docs.Leases().Acquire(ctx, lower, "bob")
-	requireLeaseErr(t, err, locking.ErrLocked)
+	requireLeaseErr(t, err, locking.ErrLeased)
 	_, st, err := docs.Leases().Get(ctx, upper)
 	require.NoError(t, err)
 	require.NotNil(t, st)
@@ -405,7 +411,7 @@ func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
 	other, err := docs.Get(ctx, lower)
 	require.NoError(t, err)
 	other.Title = "bob"
-	requireLeaseErr(t, docs.Update(ctx, other), locking.ErrLocked)
+	requireLeaseErr(t, docs.Update(ctx, other), locking.ErrLeased)
 	d.Title = "alice"
 	require.NoError(t, docs.Leases().Update(ctx, d, lease))
 }
