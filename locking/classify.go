@@ -91,7 +91,7 @@ func Classify(err error) error {
 		return err
 	}
 	if ext, ok := sqliteCode(err); ok {
-		if kind, name := sqliteKind(ext); kind != nil {
+		if name, kind := sqliteKind(ext); kind != nil {
 			return &DatabaseError{Kind: kind, Code: name, Err: err}
 		}
 		return err
@@ -130,7 +130,7 @@ func Code(err error) string {
 		return my.code()
 	}
 	if ext, ok := sqliteCode(err); ok {
-		if _, name := sqliteKind(ext); name != "" {
+		if name, _ := sqliteKind(ext); name != "" {
 			return name
 		}
 		return "SQLITE_" + strconv.Itoa(ext)

@@ -20,30 +20,30 @@ const (
 )
 
 // sqliteKind maps a SQLite extended result code to gormlock's sentinel and
-// the code's name; nil for a code gormlock does not classify.
-func sqliteKind(ext int) (error, string) {
+// the code's name; "" and nil for a code gormlock does not classify.
+func sqliteKind(ext int) (string, error) {
 	switch ext {
 	case sqliteConstraintPrimaryKey:
-		return ErrAlreadyExists, "SQLITE_CONSTRAINT_PRIMARYKEY"
+		return "SQLITE_CONSTRAINT_PRIMARYKEY", ErrAlreadyExists
 	case sqliteConstraintUnique:
-		return ErrAlreadyExists, "SQLITE_CONSTRAINT_UNIQUE"
+		return "SQLITE_CONSTRAINT_UNIQUE", ErrAlreadyExists
 	case sqliteBusySnapshot:
 		// A deferred transaction whose read snapshot went stale before it
 		// wrote: only re-running the whole transaction can succeed, as
 		// with 40001.
-		return ErrSerialization, "SQLITE_BUSY_SNAPSHOT"
+		return "SQLITE_BUSY_SNAPSHOT", ErrSerialization
 	case sqliteBusyRecovery:
-		return ErrLocked, "SQLITE_BUSY_RECOVERY"
+		return "SQLITE_BUSY_RECOVERY", ErrLocked
 	case sqliteLockedSharedCache:
-		return ErrLocked, "SQLITE_LOCKED_SHAREDCACHE"
+		return "SQLITE_LOCKED_SHAREDCACHE", ErrLocked
 	}
 	switch ext & 0xff {
 	case sqliteBusy:
-		return ErrLocked, "SQLITE_BUSY"
+		return "SQLITE_BUSY", ErrLocked
 	case sqliteLocked:
-		return ErrLocked, "SQLITE_LOCKED"
+		return "SQLITE_LOCKED", ErrLocked
 	}
-	return nil, ""
+	return "", nil
 }
 
 // IsSQLiteBusy reports whether err is SQLite's "database is locked"
