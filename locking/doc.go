@@ -2,6 +2,29 @@
 // database driver errors into that vocabulary, and the retry policy used by the
 // optimistic helpers.
 //
+// The smallest complete program:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"fmt"
+//
+//		"github.com/gormlock/gormlock/locking"
+//	)
+//
+//	func main() {
+//		attempts := 0
+//		err := locking.RetryOnConflict(context.Background(), locking.DefaultRetryPolicy(), func(ctx context.Context) error {
+//			attempts++        // read the record, change it, write it guarded by the version read
+//			if attempts < 3 { // someone else wrote first
+//				return &locking.StaleDataError{Table: "accounts", ID: 1, Expected: 1, Actual: 2, Op: "update"}
+//			}
+//			return nil
+//		})
+//		fmt.Println(attempts, err) // 3 <nil>
+//	}
+//
 // Every error gormlock returns can be inspected with errors.Is against the
 // sentinels declared here (ErrStaleData, ErrNotFound, ErrAlreadyExists, ...)
 // and with errors.As against the typed errors (*StaleDataError,

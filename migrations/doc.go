@@ -4,6 +4,29 @@
 // version columns, are yours to create with your own migrations; gormlock's
 // never create or change them.
 //
+// The smallest complete program:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"log"
+//
+//		"github.com/gormlock/gormlock/migrations"
+//		"github.com/gormlock/gormlock/opendb"
+//	)
+//
+//	func main() {
+//		db, err := opendb.SQLite("app.db")
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer opendb.Close(db)
+//		if err := migrations.Up(context.Background(), db); err != nil {
+//			log.Fatal(err)
+//		}
+//	}
+//
 // The migrations are versioned SQL, one folder per supported dialect
 // (sqlite/, postgres/, and mysql/ for MySQL and MariaDB, which
 // gorm.io/driver/mysql both names "mysql"), embedded in the binary and

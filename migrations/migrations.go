@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -78,6 +79,9 @@ func Up(ctx context.Context, db *gorm.DB) error {
 		return err
 	}
 	if err := adopt(ctx, db, p); err != nil {
+		if errors.Is(err, ErrTableExists) {
+			return err // its text starts with "migrations:" already
+		}
 		return fmt.Errorf("migrations: up: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {

@@ -1,6 +1,25 @@
 // Package opendb opens the databases gormlock supports with the settings its
 // guarantees rely on.
 //
+// The smallest complete program:
+//
+//	package main
+//
+//	import (
+//		"log"
+//
+//		"github.com/gormlock/gormlock/opendb"
+//	)
+//
+//	func main() {
+//		db, err := opendb.SQLite("app.db") // WAL, busy timeout, BEGIN IMMEDIATE
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer opendb.Close(db)
+//		// db is a *gorm.DB: pass it to repository.New, migrations.Up, ...
+//	}
+//
 // SQLite is the embedded default for local development. Opened with SQLite,
 // it runs in WAL mode (readers never block the writer), waits up to
 // SQLiteBusyTimeout for the write lock instead of failing with "database is

@@ -38,7 +38,7 @@ type leaseLimits struct{ def, max time.Duration }
 // With leases on, every guarded write of the repository (Update, Delete,
 // ForceIncrement, UpdateMany, and so Mutate and MutateRowLocked) also requires
 // that no one holds an unexpired lease on the record, and fails with an error
-// matching locking.ErrLocked otherwise; the lease holder writes with
+// matching locking.ErrLeased otherwise; the lease holder writes with
 // Update or Leases.Delete. Build every repository of a table with
 // the same setting: one built without leases does not see them.
 func WithLeases() Option { return WithLeaseTTL(DefaultLeaseTTL, MaxLeaseTTL) }
@@ -144,7 +144,8 @@ func (r *Repository[T]) Leases() *Leases[T] { return &Leases[T]{r: r} }
 // hijack those sessions (the OWASP warning of the MongoDB seed).
 //
 // When someone else holds an unexpired lease, the error matches
-// locking.ErrLocked (a *locking.LeaseError saying who and until when). A
+// locking.ErrLeased, and so locking.ErrLocked (a *locking.LeaseError saying
+// who and until when). A
 // missing record gives an error matching locking.ErrNotFound and takes no
 // lease. The repository must be built WithLeases.
 //
@@ -246,9 +247,9 @@ func (ls *Leases[T]) Get(ctx context.Context, id any) (*T, *LeaseState, error) {
 
 // Release ends the lease without writing the record; the record can be
 // leased again at once. A lease that is not the record's current one (a
-// wrong or missing token) gives an error matching locking.ErrLocked while
+// wrong or missing token) gives an error matching locking.ErrLeased while
 // someone holds the record, and locking.ErrLeaseExpired when the lease ran
-// out, was unlocked or was released with its owner.
+// out, was released, or was released with its owner's leases.
 func (ls *Leases[T]) Release(ctx context.Context, l *Lease) error {
 	r := ls.r
 	if _, err := r.checkLease(l, "Leases.Release"); err != nil {

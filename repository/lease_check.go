@@ -93,7 +93,7 @@ func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, er
 }
 
 // leaseRefused explains why a lease operation or a guarded write found no
-// row: an unexpired lease someone holds (ErrLocked), or no lease held by the
+// row: an unexpired lease someone holds (ErrLeased), or no lease held by the
 // caller any more (ErrLeaseExpired). mine is the caller's fence (0 for a
 // write without a lease).
 func (r *Repository[T]) leaseRefused(ctx context.Context, id any, mine int64, op string) error {

@@ -78,8 +78,10 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 // With OpKey (for Mutate too), each attempt writes and records the key in
 // one transaction, so the call applies at most once however often it is
 // repeated: a repeat of an applied call returns the record as it is now
-// (the first call's write, and any later ones) without calling mutate's
-// write again, and an attempt whose outcome was unknown
+// (the first call's write, and any later ones) and writes nothing — mutate
+// may still run on a fresh read (the key is checked in the write's
+// transaction), but what it changes is discarded, so keep side effects out
+// of it — and an attempt whose outcome was unknown
 // (locking.ErrCommitUnknown) is retried — safely, since the key tells. Without
 // a key an unknown outcome is returned, never retried.
 func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, opts ...MutateOption) (*T, error) {

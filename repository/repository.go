@@ -53,9 +53,10 @@ func WithRetryPolicy(p locking.RetryPolicy) Option {
 }
 
 // New returns the repository of model T on db. It inspects T once: T must be
-// a struct with a single-column primary key and a version field (a field
-// named Version, as in models.Versioned, or an integer field tagged
-// `gormlock:"version"`), and db must be SQLite or PostgreSQL. Otherwise New
+// a struct with a primary key of one or several columns (see Key) and a
+// version field (a field named Version, as in models.Versioned, or an
+// integer field tagged `gormlock:"version"`), and db must be SQLite,
+// PostgreSQL or MySQL/MariaDB (see package opendb). Otherwise New
 // returns an error matching locking.ErrInvalidArgument or
 // locking.ErrNotSupported that names the problem. New does no I/O; call
 // VerifySchema to check the table.

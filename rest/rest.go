@@ -2,6 +2,51 @@
 // with the record's version as its ETag, so HTTP clients get the same
 // protection against lost updates as Go callers (the Invenio seed).
 //
+// The smallest complete program:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"log"
+//		"net/http"
+//
+//		"github.com/gormlock/gormlock/migrations"
+//		"github.com/gormlock/gormlock/models"
+//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/repository"
+//		"github.com/gormlock/gormlock/rest"
+//	)
+//
+//	type Note struct {
+//		models.Model
+//		Text string `gorm:"not null" json:"text"`
+//	}
+//
+//	func main() {
+//		db, err := opendb.SQLite("notes.db")
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		if err := migrations.Up(context.Background(), db); err != nil { // for Idempotency-Key
+//			log.Fatal(err)
+//		}
+//		if err := db.AutoMigrate(&Note{}); err != nil {
+//			log.Fatal(err)
+//		}
+//		notes, err := repository.New[Note](db)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		h, err := rest.New(notes)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		mux := http.NewServeMux()
+//		rest.Mount(mux, "/notes", h)
+//		log.Fatal(http.ListenAndServe("localhost:8080", mux))
+//	}
+//
 //	docs, _ := repository.New[models.Document](db)
 //	h, _ := rest.New(docs)
 //	rest.Mount(mux, "/documents", h)
