@@ -29,7 +29,10 @@ var (
 	// chose not to wait for (NOWAIT) or whose wait ran out (SQLITE_BUSY
 	// after the busy timeout, PostgreSQL 55P03, MySQL/MariaDB 1205 and
 	// MySQL 8's 3572), or a lease someone else holds — which also matches
-	// ErrLeased, so errors.Is(err, ErrLeased) tells the two apart.
+	// ErrLeased, so errors.Is(err, ErrLeased) tells the two apart, and a
+	// row lock alone is errors.Is(err, ErrLocked) && !errors.Is(err,
+	// ErrLeased). (A lease matches ErrLocked so that code written before
+	// ErrLeased keeps working; that bridge goes with the deprecated names.)
 	ErrLocked = errors.New("gormlock: locked")
 
 	// ErrLeased means someone else holds an unexpired lease on the record
@@ -223,7 +226,7 @@ type LeaseError struct {
 	Kind   error     // ErrLeased or ErrLeaseExpired
 	Table  string    // table of the record
 	ID     any       // primary key of the record
-	Op     string    // what was refused: "get-and-lock", "update", "unlock", ...
+	Op     string    // what was refused: "get-and-lock" (Leases.Acquire), "update", "delete", "release", "renew"
 	Holder string    // owner of the current lease, if any
 	Fence  int64     // fencing number of the current lease, if any
 	Until  time.Time // expiry of the current lease (database clock), if any

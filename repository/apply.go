@@ -81,7 +81,7 @@ func If(cond string, args ...any) ApplyOption {
 // condition that does not hold one matching locking.ErrConditionFailed
 // (nothing written in either case). With leases on (WithLeases), a record
 // someone has leased is refused like every guarded write, with an error
-// matching locking.ErrLocked. No changes, an unknown field, the key,
+// matching locking.ErrLeased. No changes, an unknown field, the key,
 // the version, the update or deletion time, or a model with update hooks
 // (which need the entity before the write; Apply has none) give an error
 // matching locking.ErrInvalidArgument or locking.ErrNotSupported before

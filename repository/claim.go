@@ -13,10 +13,11 @@ import (
 // Claim locks and returns up to n records matching opts that no other
 // transaction has locked, skipping the locked ones instead of waiting
 // (SELECT ... FOR UPDATE SKIP LOCKED): the work-queue read, where several
-// workers each take different rows. opts are Where and OrderBy, as
-// Find takes them; n is the limit. The records stay locked until the transaction in ctx
-// ends, so the worker changes them (marks them done) in the same transaction.
-// Fewer than n records, or none, is not an error.
+// workers each take different rows. opts are Where, OrderBy and the other
+// ClaimOptions, as Find takes them; n is the limit. The records stay
+// locked until the transaction in ctx ends, so the worker changes them
+// (marks them done) in the same transaction. Fewer than n records, or none,
+// is not an error.
 //
 // ctx must carry a transaction. SQLite has no row locks to skip: there Claim
 // returns an error matching locking.ErrNotSupported.
@@ -52,3 +53,23 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...ClaimOption) (
 type claimAsFind struct{ o ClaimOption }
 
 func (c claimAsFind) applyFind(q *findQuery) error { return c.o.applyClaim(q) }
+
+// ClaimOption narrows or orders Claim: Where, OrderBy, Offset,
+// IncludeDeleted, Preload. Claim's n is its limit, so Limit is not a
+// ClaimOption.
+type ClaimOption interface {
+	applyClaim(*findQuery) error
+}
+
+// FilterOption is an option both Find and Claim take: Where, OrderBy,
+// Offset.
+type FilterOption interface {
+	FindOption
+	ClaimOption
+}
+
+// filterFunc is a FilterOption made of a function.
+type filterFunc func(*findQuery) error
+
+func (f filterFunc) applyFind(q *findQuery) error  { return f(q) }
+func (f filterFunc) applyClaim(q *findQuery) error { return f(q) }

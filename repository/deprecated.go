@@ -29,8 +29,12 @@ func (r *Repository[T]) GetManyLocked(ctx context.Context, ids []any, opts ...Lo
 // MutateLocked is MutateRowLocked.
 //
 // Deprecated: use MutateRowLocked, and pass lock options to it directly.
-func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) error, opts ...LockedMutateOption) (*T, error) {
-	return r.MutateRowLocked(ctx, id, fn, opts...)
+func (r *Repository[T]) MutateLocked(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
+	locked := make([]LockedMutateOption, len(opts))
+	for i, o := range opts {
+		locked[i] = o
+	}
+	return r.MutateRowLocked(ctx, id, fn, locked...)
 }
 
 // GetAndLock is Leases().Acquire.
@@ -121,8 +125,8 @@ func (r *Repository[T]) KeyAssignedByDatabase() bool { return r.Adapter().KeyAss
 // Locking passes lock options to MutateRowLocked.
 //
 // Deprecated: pass the LockOptions to MutateRowLocked directly:
-// MutateRowLocked(ctx, id, fn, NoWait()). Locking compiles in a Mutate call,
-// where it fails at run time.
+// MutateRowLocked(ctx, id, fn, NoWait()). Locking still compiles in a
+// Mutate call, where it fails at run time.
 func Locking(opts ...LockOption) MutateOption {
 	return mutateFunc(func(c *mutateConfig) error {
 		c.lock = append(c.lock, opts...)

@@ -1,7 +1,7 @@
 // Package repository provides Repository[T], a typed store for one GORM model
 // whose every write is guarded by the record's version.
 //
-// The smallest complete program (the package Example runs the same):
+// The smallest complete program (the package Example runs a variant of it):
 //
 //	package main
 //
@@ -58,11 +58,12 @@
 //   - reads: Get, Find;
 //   - writes guarded by the version: Create, Update, Delete, Restore,
 //     ForceIncrement, UpdateMany;
-//   - read-modify-write with retries: Mutate, Upsert, and Apply (one
-//     statement for commutative changes such as counters);
-//   - row locks, held until the transaction in ctx ends: LockRow, LockRows,
-//     MutateRowLocked, Claim (the lock options NoWait, LockTimeout,
-//     ForShare);
+//   - read-modify-write, re-run from a fresh read when another writer
+//     wins: Mutate, Upsert; and Apply, one guarded statement for
+//     commutative changes such as counters (no read, nothing to retry);
+//   - row locks, held until the transaction in ctx ends: LockRow and
+//     LockRows (with the LockOptions NoWait, LockTimeout, ForShare),
+//     MutateRowLocked (with NoWait, LockTimeout), Claim;
 //   - leases, time-limited locks that outlive transactions (get-and-lock):
 //     r.Leases() — Acquire, Get, Release, Renew, Update, Delete, Sweep —
 //     and ReleaseOwnerLeases;
@@ -74,8 +75,9 @@
 //
 // Options come in families, one per kind of call, so that an option given
 // to a call it does not apply to does not compile: Option (New's, all named
-// With...), WriteOption, ReadOption and FindOption, ClaimOption,
-// MutateOption and LockedMutateOption, LockOption, LeaseOption, and
+// With...; no per-call option is), WriteOption with UpdateOption and
+// DeleteOption, ReadOption, FindOption, ClaimOption, MutateOption with
+// LockedMutateOption, LockOption with LockWaitOption, LeaseOption, and
 // ApplyOption. Errors are the sentinels and types of package locking,
 // matched with errors.Is and errors.As.
 //

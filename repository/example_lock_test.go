@@ -137,7 +137,7 @@ func ExampleRepository_ForceIncrement() {
 		panic(err)
 	}
 	stale := *doc
-	// ... a child row of order-1 changed in this transaction ...
+	// ... a child row of order-1 changed: the order itself must move on too ...
 	fmt.Println(docs.ForceIncrement(ctx, doc), doc.Version > stale.Version)
 	stale.Title = "Order one"
 	fmt.Println(errors.Is(docs.Update(ctx, &stale), locking.ErrStaleData))

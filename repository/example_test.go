@@ -124,7 +124,7 @@ func ExampleRepository_Upsert() {
 	// doc-1 newer version: true map[field1:set field2:set]
 }
 
-// RunInTx makes several repositories' guarded writes one unit: a stale write
+// RunInTx makes guarded writes (of one or several repositories) one unit: a stale write
 // rolls back everything before it.
 func ExampleRunInTx() {
 	db, done := exampleDB()

@@ -23,13 +23,13 @@ import (
 //
 //	doc, err := docs.Get(ctx, repository.Key{"acme", 42})
 //
-// Every call that takes an id takes a Key for such a model, and Identity
-// returns one; a model with a one-column key takes the plain value. Its text
-// form (ParseID, the HTTP adapter's URLs) is the columns' text forms joined
+// Every call that takes an id takes a Key for such a model, and
+// Adapter.Identity returns one; a model with a one-column key takes the
+// plain value. Its text form (Adapter.ParseID, the HTTP adapter's URLs) is the columns' text forms joined
 // by commas, each with '%' and ',' percent-encoded: "acme,42".
 type Key []any
 
-// String returns the key's text form, as ParseID reads it.
+// String returns the key's text form, as Adapter.ParseID reads it.
 func (k Key) String() string { return keyString(k) }
 
 // composite reports whether the model's primary key has several columns.

@@ -39,7 +39,7 @@ type leaseLimits struct{ def, max time.Duration }
 // ForceIncrement, UpdateMany, and so Mutate and MutateRowLocked) also requires
 // that no one holds an unexpired lease on the record, and fails with an error
 // matching locking.ErrLeased otherwise; the lease holder writes with
-// Update or Leases.Delete. Build every repository of a table with
+// Leases().Update or Leases().Delete. Build every repository of a table with
 // the same setting: one built without leases does not see them.
 func WithLeases() Option { return WithLeaseTTL(DefaultLeaseTTL, MaxLeaseTTL) }
 
@@ -59,7 +59,7 @@ func WithLeaseTTL(def, max time.Duration) Option {
 
 // Lease is a time-limited exclusive right to change one record, returned by
 // Leases.Acquire. Keep it secret: whoever presents its Token can write the
-// record or unlock it.
+// record or release it.
 type Lease struct {
 	Table string // the record's table
 	ID    any    // the record's primary key
@@ -92,7 +92,14 @@ type LeaseState struct {
 }
 
 // LeaseOption adjusts one Leases.Acquire or Leases.Renew call: TTL.
-type LeaseOption func(*leaseCall) error
+type LeaseOption interface {
+	applyLease(*leaseCall) error
+}
+
+// leaseFunc is a LeaseOption made of a function.
+type leaseFunc func(*leaseCall) error
+
+func (f leaseFunc) applyLease(c *leaseCall) error { return f(c) }
 
 type leaseCall struct{ ttl time.Duration }
 
@@ -102,19 +109,20 @@ type leaseCall struct{ ttl time.Duration }
 // else is an error matching locking.ErrInvalidArgument, never silently
 // changed.
 func TTL(d time.Duration) LeaseOption {
-	return func(c *leaseCall) error {
+	return leaseFunc(func(c *leaseCall) error {
 		if d <= 0 {
 			return locking.Invalid("lease TTL must be positive, got %v", d)
 		}
 		c.ttl = d
 		return nil
-	}
+	})
 }
 
 // Leases are a repository's time-limited locks on its records (Couchbase's
 // get-and-lock, MongoDB's lock collection): Acquire reads a record and
 // leases it to an owner for a TTL with a secret token; the holder writes it
-// with Update or Delete, or gives it up with Release; Renew is the
+// with Leases.Update or Leases.Delete (which end the lease), or gives it up
+// with Release; Renew is the
 // heartbeat of a holder that needs longer. Expiry is by the database's
 // clock. While a record is leased, every other guarded write of it (Update,
 // Mutate, ...) fails with an error matching locking.ErrLeased; reads never
@@ -213,7 +221,7 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	if err != nil {
 		err = fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, r.translate(err, id))
 		// Deleted meanwhile, or the read failed: give the lease back.
-		if rerr := r.release(context.WithoutCancel(ctx), lease, "unlock"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
+		if rerr := r.release(context.WithoutCancel(ctx), lease, "release"); rerr != nil && !errors.Is(rerr, locking.ErrLeaseExpired) {
 			err = errors.Join(err, rerr)
 		}
 		return nil, nil, err
@@ -255,7 +263,7 @@ func (ls *Leases[T]) Release(ctx context.Context, l *Lease) error {
 	if _, err := r.checkLease(l, "Leases.Release"); err != nil {
 		return err
 	}
-	return r.release(ctx, l, "unlock")
+	return r.release(ctx, l, "release")
 }
 
 // Renew extends the lease to the TTL (or the default) from now, by the
@@ -292,7 +300,7 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) e
 	return nil
 }
 
-// Leases.Update writes e with Update and ends the lease, in one
+// Update writes e with Repository.Update and ends the lease, in one
 // transaction: both happen or neither. e must be the leased record. When the
 // lease is no longer held the error is that of Leases.Release and nothing is
 // written — a holder that paused past its lease can never overwrite the work
@@ -302,7 +310,7 @@ func (ls *Leases[T]) Update(ctx context.Context, e *T, l *Lease) error {
 	return r.writeWithLease(ctx, e, l, "Leases.Update", func(ctx context.Context, e *T) error { return r.Update(ctx, e) })
 }
 
-// Delete deletes e with Delete and ends the lease, in one
+// Delete deletes e with Repository.Delete and ends the lease, in one
 // transaction, refusing like Leases.Update.
 func (ls *Leases[T]) Delete(ctx context.Context, e *T, l *Lease) error {
 	r := ls.r

@@ -31,7 +31,7 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 		if opt == nil {
 			continue
 		}
-		if err := opt(&c); err != nil {
+		if err := opt.applyLease(&c); err != nil {
 			return 0, fmt.Errorf("%s: %s: %w", r.m.table, op, err)
 		}
 	}

@@ -9,20 +9,32 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// LockOption adjusts a locked read: what happens when another transaction
-// holds the lock, and which lock to take.
+// LockOption adjusts a locked read (LockRow, LockRows): how long to wait
+// for a lock another transaction holds (NoWait, LockTimeout), and which
+// lock to take (ForShare).
 type LockOption interface {
-	LockedMutateOption
 	applyLock(*lockConfig) error
 }
 
-// lockFunc is a LockOption made of a function. Given to MutateRowLocked, it
-// applies to the call's locked reads.
+// LockWaitOption bounds the wait for a row lock: NoWait, LockTimeout. It
+// adjusts LockRow, LockRows and MutateRowLocked.
+type LockWaitOption interface {
+	LockOption
+	LockedMutateOption
+}
+
+// lockFunc is a LockOption made of a function.
 type lockFunc func(*lockConfig) error
 
 func (f lockFunc) applyLock(c *lockConfig) error { return f(c) }
 
-func (f lockFunc) applyLockedMutate(c *mutateConfig) error {
+// waitFunc is a LockWaitOption made of a function. Given to
+// MutateRowLocked, it applies to the call's locked reads.
+type waitFunc func(*lockConfig) error
+
+func (f waitFunc) applyLock(c *lockConfig) error { return f(c) }
+
+func (f waitFunc) applyLockedMutate(c *mutateConfig) error {
 	c.lock = append(c.lock, f)
 	return nil
 }
@@ -42,8 +54,8 @@ const MaxLockTimeout = math.MaxInt32 * time.Millisecond
 // waiting for it (SELECT ... FOR UPDATE NOWAIT on PostgreSQL; on SQLite, a
 // write lock held by another connection; see LockTimeout for SQLite inside
 // RunInTx).
-func NoWait() LockOption {
-	return lockFunc(func(c *lockConfig) error {
+func NoWait() LockWaitOption {
+	return waitFunc(func(c *lockConfig) error {
 		c.nowait = true
 		return nil
 	})
@@ -60,8 +72,8 @@ func NoWait() LockOption {
 // (BEGIN IMMEDIATE) already holds the write lock, after waiting for it at
 // BEGIN with the connection's busy timeout; NoWait and LockTimeout then have
 // nothing left to bound. Use MutateRowLocked, which bounds the wait at BEGIN.
-func LockTimeout(d time.Duration) LockOption {
-	return lockFunc(func(c *lockConfig) error {
+func LockTimeout(d time.Duration) LockWaitOption {
+	return waitFunc(func(c *lockConfig) error {
 		if d <= 0 || d > MaxLockTimeout {
 			return locking.Invalid("LockTimeout must be positive and at most %v, got %v", MaxLockTimeout, d)
 		}

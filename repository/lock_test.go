@@ -498,7 +498,9 @@ func TestMutateRowLocked(t *testing.T) {
 		require.ErrorIs(t, err, locking.ErrNotFound)
 		_, err = accounts.MutateRowLocked(ctx, a.ID, nil)
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
-		_, err = accounts.MutateRowLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.ForShare())
+		// ForShare does not compile here (TestOptionFamilies); through the
+		// deprecated Locking it is refused at run time.
+		_, err = accounts.MutateLocked(ctx, a.ID, func(*models.Account) error { return nil }, repository.Locking(repository.ForShare()))
 		if db.Dialector.Name() == "sqlite" {
 			require.ErrorIs(t, err, locking.ErrNotSupported)
 		} else {

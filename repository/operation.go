@@ -104,6 +104,8 @@ func (k OperationKey) applyMutate(c *mutateConfig) error {
 }
 
 func (k OperationKey) applyLockedMutate(c *mutateConfig) error { return k.applyMutate(c) }
+func (k OperationKey) applyUpdate(c *writeConfig) error        { return k.applyWrite(c) }
+func (k OperationKey) applyDelete(c *writeConfig) error        { return k.applyWrite(c) }
 
 // WithOperationRetention sets how long the repository's operation keys are
 // remembered (DefaultOperationRetention otherwise). It must be positive, or

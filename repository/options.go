@@ -4,10 +4,23 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// WriteOption adjusts one Create, Update, Delete or ForceIncrement call.
-// OpKey is one.
+// WriteOption adjusts any guarded write: Create, Update, Delete, Restore,
+// ForceIncrement. OpKey is one. Every WriteOption is also an UpdateOption
+// and a DeleteOption.
 type WriteOption interface {
+	UpdateOption
+	DeleteOption
 	applyWrite(*writeConfig) error
+}
+
+// UpdateOption adjusts one Update: the WriteOptions, and SkipAssociations.
+type UpdateOption interface {
+	applyUpdate(*writeConfig) error
+}
+
+// DeleteOption adjusts one Delete: the WriteOptions, and Permanently.
+type DeleteOption interface {
+	applyDelete(*writeConfig) error
 }
 
 // MutateOption adjusts one Mutate or Upsert call: Retry, Report and OpKey.
@@ -18,9 +31,10 @@ type MutateOption interface {
 }
 
 // LockedMutateOption adjusts one MutateRowLocked call: the MutateOptions
-// (Retry, Report, OpKey) and the LockOptions (NoWait, LockTimeout). A
-// LockOption is not a MutateOption, so passing NoWait() to Mutate does not
-// compile.
+// (Retry, Report, OpKey) and the LockWaitOptions (NoWait, LockTimeout). A
+// LockWaitOption is not a MutateOption, so passing NoWait() to Mutate does
+// not compile; ForShare is not a LockedMutateOption (a shared lock cannot
+// be written under).
 type LockedMutateOption interface {
 	applyLockedMutate(*mutateConfig) error
 }
@@ -31,18 +45,23 @@ type writeConfig struct {
 	skipAssoc   bool // Update: write the row even with association fields set
 }
 
-// writeFunc is a WriteOption made of a function.
-type writeFunc func(*writeConfig) error
+// updateFunc is an UpdateOption made of a function.
+type updateFunc func(*writeConfig) error
 
-func (f writeFunc) applyWrite(c *writeConfig) error { return f(c) }
+func (f updateFunc) applyUpdate(c *writeConfig) error { return f(c) }
+
+// deleteFunc is a DeleteOption made of a function.
+type deleteFunc func(*writeConfig) error
+
+func (f deleteFunc) applyDelete(c *writeConfig) error { return f(c) }
 
 // Permanently makes Delete of a model with soft delete (a gorm.DeletedAt
 // field) remove the row, guarded like any Delete, instead of setting
 // deleted_at: GORM's Unscoped().Delete. It also removes a soft-deleted
 // record (read with IncludeDeleted). For other models every Delete is
-// permanent and the option changes nothing. Other writes refuse it.
-func Permanently() WriteOption {
-	return writeFunc(func(c *writeConfig) error {
+// permanent and the option changes nothing.
+func Permanently() DeleteOption {
+	return deleteFunc(func(c *writeConfig) error {
 		c.permanently = true
 		return nil
 	})
@@ -53,8 +72,8 @@ func Permanently() WriteOption {
 // entity's own row, guarded as always, and leaves the associated records as
 // they are in the database. Without it such an Update is refused, naming
 // the fields, so that nothing is dropped silently.
-func SkipAssociations() WriteOption {
-	return writeFunc(func(c *writeConfig) error {
+func SkipAssociations() UpdateOption {
+	return updateFunc(func(c *writeConfig) error {
 		c.skipAssoc = true
 		return nil
 	})
@@ -66,10 +85,12 @@ type ReadOption interface {
 	applyRead(*readConfig) error
 }
 
-// QueryOption is an option both Get and Find take: IncludeDeleted, Preload.
+// QueryOption is an option Get, Find and Claim take: IncludeDeleted,
+// Preload.
 type QueryOption interface {
 	ReadOption
 	FindOption
+	ClaimOption
 }
 
 type readConfig struct {
@@ -94,6 +115,7 @@ type includeDeleted struct{}
 
 func (includeDeleted) applyRead(c *readConfig) error { c.includeDeleted = true; return nil }
 func (includeDeleted) applyFind(q *findQuery) error  { q.includeDeleted = true; return nil }
+func (includeDeleted) applyClaim(q *findQuery) error { q.includeDeleted = true; return nil }
 
 // Preload makes Get and Find also load the association name (a field of
 // the model: "Items", nested "Items.Parts", or clause.Associations for all)
@@ -111,6 +133,7 @@ type preloadOpt struct{ p preload }
 
 func (o preloadOpt) applyRead(c *readConfig) error { c.preloads = append(c.preloads, o.p); return nil }
 func (o preloadOpt) applyFind(q *findQuery) error  { q.preloads = append(q.preloads, o.p); return nil }
+func (o preloadOpt) applyClaim(q *findQuery) error { q.preloads = append(q.preloads, o.p); return nil }
 
 func readConfigOf(opts []ReadOption) (readConfig, error) {
 	var c readConfig
@@ -184,6 +207,32 @@ func writeConfigOf(opts []WriteOption) (writeConfig, error) {
 			continue
 		}
 		if err := opt.applyWrite(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func updateConfigOf(opts []UpdateOption) (writeConfig, error) {
+	var c writeConfig
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.applyUpdate(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func deleteConfigOf(opts []DeleteOption) (writeConfig, error) {
+	var c writeConfig
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt.applyDelete(&c); err != nil {
 			return c, err
 		}
 	}

@@ -167,28 +167,10 @@ type FindOption interface {
 	applyFind(*findQuery) error
 }
 
-// ClaimOption narrows or orders Claim: Where and OrderBy. Claim's n is
-// its limit, so Limit and Offset are not ClaimOptions.
-type ClaimOption interface {
-	applyClaim(*findQuery) error
-}
-
-// FilterOption is an option both Find and Claim take: Where, OrderBy.
-type FilterOption interface {
-	FindOption
-	ClaimOption
-}
-
 // findFunc is a FindOption made of a function.
 type findFunc func(*findQuery) error
 
 func (f findFunc) applyFind(q *findQuery) error { return f(q) }
-
-// filterFunc is a FilterOption made of a function.
-type filterFunc func(*findQuery) error
-
-func (f filterFunc) applyFind(q *findQuery) error  { return f(q) }
-func (f filterFunc) applyClaim(q *findQuery) error { return f(q) }
 
 type findQuery struct {
 	where          []clause.Expr
@@ -256,8 +238,8 @@ func Limit(n int) FindOption {
 }
 
 // Offset skips the first n records of the order; n must not be negative.
-func Offset(n int) FindOption {
-	return findFunc(func(q *findQuery) error {
+func Offset(n int) FilterOption {
+	return filterFunc(func(q *findQuery) error {
 		if n < 0 {
 			return locking.Invalid("Find: Offset must not be negative, got %d", n)
 		}

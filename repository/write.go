@@ -52,8 +52,12 @@ import (
 // once — a repeat of an applied write returns nil and stores in e the
 // record as it is now (the first call's write, and any later ones). See
 // OpKey and LookupOperation.
-func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...WriteOption) error {
-	return r.guardedWrite(ctx, e, kindUpdate, opts)
+func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...UpdateOption) error {
+	wc, err := updateConfigOf(opts)
+	if err != nil {
+		return err
+	}
+	return r.guardedWrite(ctx, e, kindUpdate, wc)
 }
 
 // ForceIncrement advances e's version (and sets its update time) without
@@ -65,7 +69,11 @@ func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...WriteOption) e
 // were changed in memory. Like GORM's UpdateColumn it runs no hooks. It
 // takes OpKey as Update does.
 func (r *Repository[T]) ForceIncrement(ctx context.Context, e *T, opts ...WriteOption) error {
-	return r.guardedWrite(ctx, e, kindBump, opts)
+	wc, err := writeConfigOf(opts)
+	if err != nil {
+		return err
+	}
+	return r.guardedWrite(ctx, e, kindBump, wc)
 }
 
 // Restore brings back the soft-deleted record of e (read with
@@ -82,7 +90,11 @@ func (r *Repository[T]) Restore(ctx context.Context, e *T, opts ...WriteOption) 
 	if r.m.deletedAt == nil {
 		return fmt.Errorf("%w: %s: Restore: the model has no soft delete (gorm.DeletedAt field); its deletes are permanent", locking.ErrInvalidArgument, r.m.table)
 	}
-	return r.guardedWrite(ctx, e, kindRestore, opts)
+	wc, err := writeConfigOf(opts)
+	if err != nil {
+		return err
+	}
+	return r.guardedWrite(ctx, e, kindRestore, wc)
 }
 
 // writeKind is one of the guarded writes built on execWrite.
@@ -122,15 +134,8 @@ func (m *meta) stmtOf(k writeKind) stmt {
 
 // guardedWrite runs Update's, ForceIncrement's or Restore's statement for
 // e, with Update's hooks, and records the write in e.
-func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, opts []WriteOption) error {
+func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, wc writeConfig) error {
 	method := writeKinds[kind].method
-	wc, err := writeConfigOf(opts)
-	if err != nil {
-		return err
-	}
-	if wc.permanently {
-		return locking.Invalid("%s: %s: Permanently applies to Delete only", r.m.table, method)
-	}
 	rv, err := r.entityValue(e)
 	if err != nil {
 		return err
@@ -326,8 +331,8 @@ func (r *Repository[T]) written(ctx context.Context, rv reflect.Value, id any, w
 //
 // The model's BeforeDelete and AfterDelete hooks run around the statement,
 // in one transaction with it, as for Update.
-func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...WriteOption) error {
-	wc, err := writeConfigOf(opts)
+func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...DeleteOption) error {
+	wc, err := deleteConfigOf(opts)
 	if err != nil {
 		return err
 	}

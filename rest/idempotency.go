@@ -47,6 +47,24 @@ func (h *Handler[T]) idempotencyKey(w http.ResponseWriter, r *http.Request, id a
 	return []repository.WriteOption{key}, true
 }
 
+// updateOpts passes the request's operation key, if any, to Update.
+func updateOpts(key []repository.WriteOption) []repository.UpdateOption {
+	out := make([]repository.UpdateOption, len(key))
+	for i, k := range key {
+		out[i] = k
+	}
+	return out
+}
+
+// deleteOpts passes the request's operation key, if any, to Delete.
+func deleteOpts(key []repository.WriteOption) []repository.DeleteOption {
+	out := make([]repository.DeleteOption, len(key))
+	for i, k := range key {
+		out[i] = k
+	}
+	return out
+}
+
 // mutateOpts passes the request's operation key, if any, to Mutate.
 func mutateOpts(key []repository.WriteOption) []repository.MutateOption {
 	var out []repository.MutateOption

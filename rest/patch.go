@@ -74,7 +74,7 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 			h.patchFailed(w, r, err)
 			return
 		}
-		if err := h.repo.Update(ctx, cur, key...); err != nil {
+		if err := h.repo.Update(ctx, cur, updateOpts(key)...); err != nil {
 			h.writeFailed(w, r, id, err)
 			return
 		}

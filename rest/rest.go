@@ -47,11 +47,8 @@
 //		log.Fatal(http.ListenAndServe("localhost:8080", mux))
 //	}
 //
-//	docs, _ := repository.New[models.Document](db)
-//	h, _ := rest.New(docs)
-//	rest.Mount(mux, "/documents", h)
-//
-// Mount serves the collection at both "/documents" and "/documents/"; the
+// Mount(mux, "/documents", h) serves the collection at both "/documents"
+// and "/documents/"; the
 // handler itself treats an empty path and "/" alike, so
 // mux.Handle("/documents/", http.StripPrefix("/documents", h)) works too,
 // except that ServeMux then answers "/documents" (no slash) with a redirect
@@ -509,7 +506,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			h.fail(w, r, err)
 			return
 		}
-		if err := h.repo.Update(ctx, cur, key...); err != nil {
+		if err := h.repo.Update(ctx, cur, updateOpts(key)...); err != nil {
 			h.writeFailed(w, r, id, err)
 			return
 		}
@@ -573,7 +570,7 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 			problem(w, http.StatusNotFound, "no such record")
 			return
 		}
-		err = h.repo.Delete(ctx, cur, key...)
+		err = h.repo.Delete(ctx, cur, deleteOpts(key)...)
 		// "Any version" (If-Match: *, or no If-Match when not strict):
 		// a concurrent change is no failed precondition, so re-read.
 		if errors.Is(err, locking.ErrStaleData) && (im.any || !im.present) && attempt < 10 {

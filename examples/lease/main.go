@@ -1,7 +1,7 @@
 // Command lease shows two editors sharing one document with leases — the
 // Couchbase get-and-lock flow on a SQL database — and walks through every row
-// of the table of what each operation does while a record is locked, then an
-// expiry.
+// of the table of what each operation does while a record is leased ("locked"
+// in the seed), then an expiry.
 //
 //	go run ./examples/lease                 # embedded SQLite, in a temporary file
 //	go run ./examples/lease -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
@@ -79,8 +79,8 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		switch {
 		case err == nil:
 			return "ok"
-		case errors.Is(err, locking.ErrLocked):
-			return "ErrLocked"
+		case errors.Is(err, locking.ErrLeased):
+			return "ErrLeased"
 		case errors.Is(err, locking.ErrLeaseExpired):
 			return "ErrLeaseExpired"
 		case errors.Is(err, locking.ErrStaleData):
@@ -115,7 +115,7 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 
 	forged := *aliceLease
 	forged.Token = "not-the-token"
-	p("bob    unlock with a wrong token          -> %s", kind(docs.Leases().Release(ctx, &forged)))
+	p("bob    release with a wrong token         -> %s", kind(docs.Leases().Release(ctx, &forged)))
 
 	bobsCopy.Title = "Bob's report"
 	p("bob    update without the token           -> %s (even at the right version %s)", kind(docs.Update(ctx, bobsCopy)), v(bobsCopy.Version))
@@ -129,8 +129,8 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		return err
 	}
 	p("bob    get-and-lock                       -> ok: %q, fence %d", bob.Title, bobLease.Fence)
-	p("bob    unlock with the token              -> %s", kind(docs.Leases().Release(ctx, bobLease)))
-	p("alice  unlock with her used lease         -> %s", kind(docs.Leases().Release(ctx, aliceLease)))
+	p("bob    release with the token             -> %s", kind(docs.Leases().Release(ctx, bobLease)))
+	p("alice  release with her used lease        -> %s", kind(docs.Leases().Release(ctx, aliceLease)))
 
 	// Expiry: a holder that never comes back blocks the record only until
 	// its lease ends, by the database's clock.

@@ -15,15 +15,15 @@ import (
 // want is the whole output of run after its first line; every line is a row
 // of the seed's table or the expiry.
 const want = `alice  get-and-lock                       -> ok: "Quarterly report" at version v1, fence 1, lease of 10s
-bob    get-and-lock                       -> ErrLocked (held by alice)
+bob    get-and-lock                       -> ErrLeased (held by alice)
 bob    get                                -> ok: "Quarterly report", leased by alice
-bob    unlock with a wrong token          -> ErrLocked
-bob    update without the token           -> ErrLocked (even at the right version v1)
-bob    delete without the token           -> ErrLocked
+bob    release with a wrong token         -> ErrLeased
+bob    update without the token           -> ErrLeased (even at the right version v1)
+bob    delete without the token           -> ErrLeased
 alice  update with the token              -> ok: now version v2, lease released
 bob    get-and-lock                       -> ok: "Quarterly report, final", fence 2
-bob    unlock with the token              -> ok
-alice  unlock with her used lease         -> ErrLeaseExpired
+bob    release with the token             -> ok
+alice  release with her used lease        -> ErrLeaseExpired
 alice  get-and-lock for 200ms, then stalls
 bob    get-and-lock after the expiry      -> ok, fence 4 (alice had 3)
 alice  wakes up, update with her lease    -> ErrLeaseExpired: her lease ended, bob's edit stays

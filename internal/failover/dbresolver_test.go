@@ -97,14 +97,15 @@ func TestDBResolverStaleReplica(t *testing.T) {
 		own := accounts(t, db)
 		wg.Go(func() {
 			for range hotEach {
-				var n int
-				_, err := own.Mutate(ctx, hot.ID, increment, repository.Attempts(&n),
+				var nRep repository.MutateReport // its Attempts
+				_, err := own.Mutate(ctx, hot.ID, increment, repository.Report(&nRep),
 					repository.Retry(locking.RetryPolicy{MaxAttempts: hotAttempts, BaseDelay: locking.DefaultBaseDelay, MaxDelay: locking.DefaultMaxDelay}))
 				if err != nil {
 					t.Errorf("Mutate: %v", err)
 					return
 				}
 				acked.Add(1)
+				n := nRep.Attempts
 				staleAttempts.Add(int64(n - 1))
 				for m := maxAttempts.Load(); int64(n) > m && !maxAttempts.CompareAndSwap(m, int64(n)); m = maxAttempts.Load() {
 				}

@@ -77,14 +77,14 @@ func TestMutateRowLockedAcrossNodes(t *testing.T) {
 	y := newTally()
 	spread(t, workers, func(ctx context.Context, _, node int) error {
 		for range calls {
-			var tries int
+			var triesRep repository.MutateReport
 			_, err := repos[node].MutateRowLocked(ctx, int64(1), func(a *models.Account) error {
 				a.Balance++
 				return nil
-			}, repository.Attempts(&tries), repository.Retry(retryPolicy))
+			}, repository.Report(&triesRep), repository.Retry(retryPolicy))
 			switch {
 			case err == nil:
-				y.ack(tries, 1)
+				y.ack(triesRep.Attempts, 1)
 			case !y.fail(err):
 				return err
 			}

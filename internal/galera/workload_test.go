@@ -257,14 +257,14 @@ func TestMutateAcrossNodes(t *testing.T) {
 							y.ack(tries, id)
 							continue
 						}
-						var tries int
+						var triesRep repository.MutateReport
 						_, err := repos[node].Mutate(ctx, id, func(a *models.Account) error {
 							a.Balance++
 							return nil
-						}, repository.Attempts(&tries), repository.Retry(retryPolicy))
+						}, repository.Report(&triesRep), repository.Retry(retryPolicy))
 						switch {
 						case err == nil:
-							y.ack(tries, id)
+							y.ack(triesRep.Attempts, id)
 						case !y.fail(err):
 							return err
 						}
@@ -327,15 +327,15 @@ func TestUpsertAcrossNodes(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(w), 2))
 				for range calls {
 					id := pick(r, rows)
-					var tries int
+					var triesRep repository.MutateReport
 					_, err := repos[node].Upsert(ctx, id, func() *models.Account { return &models.Account{Owner: "upsert"} },
 						func(a *models.Account) error {
 							a.Balance++
 							return nil
-						}, repository.Attempts(&tries), repository.Retry(retryPolicy))
+						}, repository.Report(&triesRep), repository.Retry(retryPolicy))
 					switch {
 					case err == nil:
-						y.ack(tries, id)
+						y.ack(triesRep.Attempts, id)
 					case !y.fail(err):
 						return err
 					}

@@ -431,6 +431,7 @@ func hostileFnCases() []hostileCase {
 			return run(ctx, f, f.a2.ID, func(a *models.Account) error { a.Owner = "'; DROP TABLE accounts; --"; return sentinel })
 		})
 		add("Attempts(nil)", []string{"Attempts"}, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+			//lint:ignore SA1019 the deprecated name is under test
 			return run(ctx, f, f.a2.ID, change, repository.Attempts(nil))
 		})
 		for _, p := range []struct {
@@ -455,16 +456,16 @@ func hostileFnCases() []hostileCase {
 		if api == "MutateRowLocked" {
 			for _, l := range []struct {
 				name string
-				opts []repository.LockOption
+				opts []repository.LockWaitOption
 				want hostileWant
 			}{
-				{"ForShare", []repository.LockOption{repository.ForShare()}, hostilePer(hostileNotSupp, hostileInvalid, hostileInvalid)},
-				{"NoWait and LockTimeout", []repository.LockOption{repository.NoWait(), repository.LockTimeout(time.Second)}, hostileInvalid},
-				{"LockTimeout(0)", []repository.LockOption{repository.LockTimeout(0)}, hostileInvalid},
-				{"LockTimeout(-1ns)", []repository.LockOption{repository.LockTimeout(-1)}, hostileInvalid},
-				{"LockTimeout(MinInt64)", []repository.LockOption{repository.LockTimeout(math.MinInt64)}, hostileInvalid},
-				{"LockTimeout over MaxLockTimeout", []repository.LockOption{repository.LockTimeout(repository.MaxLockTimeout + time.Millisecond)}, hostileInvalid},
-				{"LockTimeout(MaxInt64)", []repository.LockOption{repository.LockTimeout(math.MaxInt64)}, hostileInvalid},
+				// ForShare is no LockedMutateOption: it does not compile here.
+				{"NoWait and LockTimeout", []repository.LockWaitOption{repository.NoWait(), repository.LockTimeout(time.Second)}, hostileInvalid},
+				{"LockTimeout(0)", []repository.LockWaitOption{repository.LockTimeout(0)}, hostileInvalid},
+				{"LockTimeout(-1ns)", []repository.LockWaitOption{repository.LockTimeout(-1)}, hostileInvalid},
+				{"LockTimeout(MinInt64)", []repository.LockWaitOption{repository.LockTimeout(math.MinInt64)}, hostileInvalid},
+				{"LockTimeout over MaxLockTimeout", []repository.LockWaitOption{repository.LockTimeout(repository.MaxLockTimeout + time.Millisecond)}, hostileInvalid},
+				{"LockTimeout(MaxInt64)", []repository.LockWaitOption{repository.LockTimeout(math.MaxInt64)}, hostileInvalid},
 			} {
 				add("lock options "+l.name, []string{"ForShare", "NoWait", "LockTimeout"}, l.want, func(ctx context.Context, f *hostileFixture) error {
 					opts := make([]repository.LockedMutateOption, len(l.opts))
@@ -479,6 +480,7 @@ func hostileFnCases() []hostileCase {
 			// Deprecated Locking compiles in a Mutate or Upsert call; it
 			// fails there at run time.
 			add("Locking options (MutateRowLocked's only)", []string{"Locking"}, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+				//lint:ignore SA1019 the deprecated name is under test
 				return run(ctx, f, f.a2.ID, change, repository.Locking(repository.NoWait()))
 			})
 		}
@@ -1200,6 +1202,7 @@ func hostileTxCases() []hostileCase {
 		return err
 	})
 	add("ReleaseOwner", "empty owner (the old name)", hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+		//lint:ignore SA1019 the deprecated name is under test
 		_, err := repository.ReleaseOwner(ctx, f.db, "")
 		return err
 	})
@@ -1413,8 +1416,11 @@ func hostileMiscCases() []hostileCase {
 	add("Restore", "nil entity", nil, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
 		return f.accts.Restore(ctx, nil)
 	})
-	add("Update", "Permanently", []string{"Permanently"}, hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
-		return f.accts.Update(ctx, changed(f.a2), repository.Permanently())
+	// Permanently is a DeleteOption only: given to Update it does not compile.
+	add("Delete", "Permanently on a stale copy", []string{"Permanently"}, hostileIs(locking.ErrStaleData), func(ctx context.Context, f *hostileFixture) error {
+		a := f.acct(f.a2)
+		a.Version--
+		return f.accts.Delete(ctx, a, repository.Permanently())
 	})
 	add("Update", "SkipAssociations on a stale copy", []string{"SkipAssociations"}, hostileIs(locking.ErrStaleData), func(ctx context.Context, f *hostileFixture) error {
 		a := changed(f.a2)
