@@ -95,13 +95,8 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 		return nil, err
 	}
 	var cfg applyConfig
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyApply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := applyOpts(opts, &cfg, ApplyOption.applyApply); err != nil {
+		return nil, err
 	}
 	if !r.m.ownSelect() {
 		return nil, fmt.Errorf("%w: %s: Apply returns the row its statement wrote, which needs every field read by column: the model has an AfterFind hook or a read-only field; use Mutate", locking.ErrNotSupported, r.m.table)

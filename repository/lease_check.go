@@ -27,13 +27,8 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 		return 0, err
 	}
 	c := leaseCall{ttl: r.leases.def}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyLease(&c); err != nil {
-			return 0, fmt.Errorf("%s: %s: %w", r.m.table, op, err)
-		}
+	if err := applyOpts(opts, &c, LeaseOption.applyLease); err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", r.m.table, op, err)
 	}
 	if c.ttl > r.leases.max {
 		return 0, locking.Invalid("%s: %s: lease TTL %v is over the maximum %v", r.m.table, op, c.ttl, r.leases.max)

@@ -98,13 +98,8 @@ func ForShare() LockOption {
 // dropped.
 func (r *Repository[T]) lockConfig(opts []LockOption) (lockConfig, error) {
 	var c lockConfig
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyLock(&c); err != nil {
-			return c, err
-		}
+	if err := applyOpts(opts, &c, LockOption.applyLock); err != nil {
+		return c, err
 	}
 	if c.nowait && c.timeout > 0 {
 		return c, locking.Invalid("%s: NoWait and LockTimeout exclude each other", r.m.table)

@@ -137,15 +137,8 @@ func (o preloadOpt) applyClaim(q *findQuery) error { q.preloads = append(q.prelo
 
 func readConfigOf(opts []ReadOption) (readConfig, error) {
 	var c readConfig
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyRead(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	err := applyOpts(opts, &c, ReadOption.applyRead)
+	return c, err
 }
 
 type mutateConfig struct {
@@ -176,65 +169,46 @@ func Retry(p locking.RetryPolicy) MutateOption {
 
 func (r *Repository[T]) mutateConfig(opts []MutateOption) (mutateConfig, error) {
 	c := mutateConfig{retry: r.retry}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyMutate(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	err := applyOpts(opts, &c, MutateOption.applyMutate)
+	return c, err
 }
 
 func (r *Repository[T]) lockedMutateConfig(opts []LockedMutateOption) (mutateConfig, error) {
 	c := mutateConfig{retry: r.retry}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyLockedMutate(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	err := applyOpts(opts, &c, LockedMutateOption.applyLockedMutate)
+	return c, err
 }
 
 func writeConfigOf(opts []WriteOption) (writeConfig, error) {
 	var c writeConfig
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyWrite(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	err := applyOpts(opts, &c, WriteOption.applyWrite)
+	return c, err
 }
 
 func updateConfigOf(opts []UpdateOption) (writeConfig, error) {
 	var c writeConfig
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyUpdate(&c); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	err := applyOpts(opts, &c, UpdateOption.applyUpdate)
+	return c, err
 }
 
 func deleteConfigOf(opts []DeleteOption) (writeConfig, error) {
 	var c writeConfig
+	err := applyOpts(opts, &c, DeleteOption.applyDelete)
+	return c, err
+}
+
+// applyOpts applies every option of opts that is not nil to c, in order,
+// and stops at the first error. Each option family calls it with its own
+// apply method.
+func applyOpts[O comparable, C any](opts []O, c *C, apply func(O, *C) error) error {
+	var none O
 	for _, opt := range opts {
-		if opt == nil {
+		if opt == none {
 			continue
 		}
-		if err := opt.applyDelete(&c); err != nil {
-			return c, err
+		if err := apply(opt, c); err != nil {
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }

@@ -272,13 +272,8 @@ func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, erro
 // findQuery applies the FindOptions to tx.
 func (r *Repository[T]) findQuery(tx *gorm.DB, opts []FindOption) (*gorm.DB, error) {
 	var q findQuery
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt.applyFind(&q); err != nil {
-			return nil, err
-		}
+	if err := applyOpts(opts, &q, FindOption.applyFind); err != nil {
+		return nil, err
 	}
 	order := make([]clause.OrderByColumn, 0, len(q.order)+1)
 	for _, o := range q.order {
