@@ -23,7 +23,8 @@ import (
 // zero is assigned by the database and stored in e; any other key must be
 // set. A record with the same key already existing gives an error matching
 // locking.ErrAlreadyExists that keeps the driver error. On error e is left
-// as it was. Associations are not written.
+// as it was. Associations the entity holds are written as GORM writes them,
+// in the same transaction (a failing child leaves no parent).
 //
 // Outside a transaction the insert commits by itself; an error matching
 // locking.ErrCommitUnknown means it may have been applied (see Update).
