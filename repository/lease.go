@@ -305,9 +305,8 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) e
 // lease is no longer held the error is that of Leases.Release and nothing is
 // written — a holder that paused past its lease can never overwrite the work
 // of the holder that came after it. The version guard applies as in Update,
-// and so does its refusal of filled association fields (it takes no
-// options: clear them, or write the record's own row with
-// Repository.Update(..., SkipAssociations()) after Release).
+// and so does its refusal of filled association fields: it takes no
+// options, so clear them before writing.
 func (ls *Leases[T]) Update(ctx context.Context, e *T, l *Lease) error {
 	r := ls.r
 	return r.writeWithLease(ctx, e, l, "Leases.Update", func(ctx context.Context, e *T) error { return r.Update(ctx, e) })
