@@ -417,3 +417,20 @@ func ExampleRetryExhaustedError() {
 	// 2 true true
 	// gormlock: gave up after 2 attempts: gormlock: serialization failure (40001): could not serialize access
 }
+
+// RetryNow asks OnError for the next attempt at once, without the policy's
+// wait: here the second attempt will take a lock instead of racing again.
+func ExampleRetryNow() {
+	policy := locking.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Hour, MaxDelay: time.Hour}
+	attempts := 0
+	err := locking.OnError(context.Background(), policy, locking.IsRetryable, func(context.Context) error {
+		attempts++
+		if attempts == 1 {
+			return locking.RetryNow(&locking.StaleDataError{Table: "accounts", ID: 1, Expected: 1, Actual: 2, Op: "update"})
+		}
+		return nil
+	})
+	fmt.Println(attempts, err)
+	// Output:
+	// 2 <nil>
+}

@@ -84,6 +84,7 @@ func (p RetryPolicy) Delay(failedAttempt int) time.Duration {
 // policy returns an error matching ErrInvalidArgument without calling fn.
 //
 // fn must redo the whole unit of work, including any read, on every call.
+// An error fn wraps with RetryNow is retried without the policy's wait.
 func OnError(ctx context.Context, p RetryPolicy, retriable func(error) bool, fn func(context.Context) error) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -97,6 +98,10 @@ func OnError(ctx context.Context, p RetryPolicy, retriable func(error) bool, fn 
 			return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt-1, err, last)
 		}
 		err := fn(ctx)
+		now := false
+		if rn, ok := err.(*retryNowError); ok {
+			err, now = rn.err, true
+		}
 		if err == nil || !retriable(err) {
 			return err
 		}
@@ -104,11 +109,31 @@ func OnError(ctx context.Context, p RetryPolicy, retriable func(error) bool, fn 
 		if attempt >= p.MaxAttempts {
 			return &RetryExhaustedError{Attempts: attempt, Last: last}
 		}
+		if now {
+			continue
+		}
 		if err := sleep(ctx, p.Delay(attempt)); err != nil {
 			return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt, err, last)
 		}
 	}
 }
+
+// RetryNow marks err, returned by OnError's fn, to be retried at once,
+// without the policy's wait: the next attempt will not race again (it will
+// queue on a lock, say), so waiting would only add latency. The attempt
+// still counts against the policy, and OnError returns err itself, never
+// the mark. RetryNow(nil) is nil.
+func RetryNow(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryNowError{err: err}
+}
+
+type retryNowError struct{ err error }
+
+func (e *retryNowError) Error() string { return e.err.Error() }
+func (e *retryNowError) Unwrap() error { return e.err }
 
 // RetryOnConflict is OnError retrying only errors that match ErrStaleData:
 // the narrow helper for an optimistic read-modify-write.

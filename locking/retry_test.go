@@ -382,3 +382,35 @@ func TestDelayDoesNotOverflowWithHugeCaps(t *testing.T) {
 	require.NoError(t, huge.Validate())
 	require.NotPanics(t, func() { _ = huge.Delay(1); _ = huge.Delay(5) })
 }
+
+// RetryNow retries without the policy's wait, counts the attempt, and never
+// leaks its mark: a policy whose first wait is an hour finishes at once, and
+// the exhausted error's Last is the error fn wrapped.
+func TestOnErrorRetryNow(t *testing.T) {
+	slow := locking.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Hour, MaxDelay: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	calls := 0
+	err := locking.OnError(ctx, slow, locking.IsRetryable, func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return locking.RetryNow(staleAt(calls))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, calls)
+	require.NoError(t, ctx.Err(), "no wait ran")
+
+	last := staleAt(9)
+	err = locking.OnError(ctx, slow, locking.IsRetryable, func(context.Context) error { return locking.RetryNow(last) })
+	var rex *locking.RetryExhaustedError
+	require.ErrorAs(t, err, &rex)
+	require.Equal(t, 3, rex.Attempts)
+	require.Same(t, last, rex.Last, "the mark is removed")
+
+	refused := errors.New("not retriable")
+	err = locking.OnError(ctx, slow, locking.IsRetryable, func(context.Context) error { return locking.RetryNow(refused) })
+	require.Same(t, refused, err, "a non-retriable error comes back as fn gave it, unmarked")
+	require.NoError(t, locking.RetryNow(nil))
+}

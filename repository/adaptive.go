@@ -1,13 +1,9 @@
 package repository
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gormlock/gormlock/locking"
 )
 
 // Adaptive Mutate.
@@ -151,44 +147,5 @@ func WithAdaptive(on bool) Option {
 	return func(o *options) error {
 		o.adaptive = &on
 		return nil
-	}
-}
-
-// retryLoop is locking.OnError for Mutate and Upsert, whose attempt may ask
-// for the next one at once, without the backoff wait (now): a locked attempt
-// queues on the database, waiting would only add latency. Attempts count
-// against the policy alike.
-func retryLoop(ctx context.Context, p locking.RetryPolicy, retriable func(error) bool, fn func(ctx context.Context) (err error, now bool)) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	var last error
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			if last == nil {
-				return err
-			}
-			return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt-1, err, last)
-		}
-		err, now := fn(ctx)
-		if err == nil || !retriable(err) {
-			return err
-		}
-		last = err
-		if attempt >= p.MaxAttempts {
-			return &locking.RetryExhaustedError{Attempts: attempt, Last: last}
-		}
-		if now {
-			continue
-		}
-		if d := p.Delay(attempt); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("gormlock: retry stopped after %d attempts: %w; last error: %w", attempt, ctx.Err(), last)
-			}
-		}
 	}
 }

@@ -213,26 +213,25 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 			}, &out)
 		})
 	}
-	err = retryLoop(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) (error, bool) {
+	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) error {
 		rep.Attempts++
-		var err error
 		if locked {
 			rep.Locked++
-			err = lockedAttempt(ctx)
+			err := lockedAttempt(ctx)
 			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
 				kc.uncertain = true
 			}
-			return err, false
+			return err
 		}
-		err = r.withOpKey(ctx, cfg.op, &kc, kind, id, optimistic, &out)
+		err := r.withOpKey(ctx, cfg.op, &kc, kind, id, optimistic, &out)
 		if adaptive && isConflictOrAborted(err) {
 			// Lost a race with another writer of the record: it is
 			// hot, and the next attempt queues on its lock, at once.
 			r.heat.warm(key, time.Now())
 			locked, rep.Escalated = true, true
-			return err, true
+			return locking.RetryNow(err)
 		}
-		return err, false
+		return err
 	})
 	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
 		// The last attempt failed before it could learn whether an
