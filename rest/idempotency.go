@@ -47,30 +47,13 @@ func (h *Handler[T]) idempotencyKey(w http.ResponseWriter, r *http.Request, id a
 	return []repository.WriteOption{key}, true
 }
 
-// updateOpts passes the request's operation key, if any, to Update.
-func updateOpts(key []repository.WriteOption) []repository.UpdateOption {
-	out := make([]repository.UpdateOption, len(key))
-	for i, k := range key {
-		out[i] = k
-	}
-	return out
-}
-
-// deleteOpts passes the request's operation key, if any, to Delete.
-func deleteOpts(key []repository.WriteOption) []repository.DeleteOption {
-	out := make([]repository.DeleteOption, len(key))
-	for i, k := range key {
-		out[i] = k
-	}
-	return out
-}
-
-// mutateOpts passes the request's operation key, if any, to Mutate.
-func mutateOpts(key []repository.WriteOption) []repository.MutateOption {
-	var out []repository.MutateOption
+// keyOpts passes the request's operation key, if any, to a call whose
+// options are of family O (UpdateOption, DeleteOption, MutateOption).
+func keyOpts[O any](key []repository.WriteOption) []O {
+	out := make([]O, 0, len(key))
 	for _, k := range key {
-		if m, ok := k.(repository.MutateOption); ok {
-			out = append(out, m)
+		if o, ok := any(k).(O); ok {
+			out = append(out, o)
 		}
 	}
 	return out

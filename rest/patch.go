@@ -11,6 +11,7 @@ import (
 	"reflect"
 
 	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/repository"
 )
 
 // mergePatchType is the media type of a JSON merge patch (RFC 7396), the
@@ -74,7 +75,7 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 			h.patchFailed(w, r, err)
 			return
 		}
-		if err := h.repo.Update(ctx, cur, updateOpts(key)...); err != nil {
+		if err := h.repo.Update(ctx, cur, keyOpts[repository.UpdateOption](key)...); err != nil {
 			h.writeFailed(w, r, id, err)
 			return
 		}
@@ -88,7 +89,7 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 				return errPrecondition
 			}
 			return h.applyPatch(cur, patch, id)
-		}, mutateOpts(key)...)
+		}, keyOpts[repository.MutateOption](key)...)
 		switch {
 		case errors.Is(err, locking.ErrNotFound) && !im.present:
 			problem(w, http.StatusNotFound, "no such record: it was deleted")

@@ -506,7 +506,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			h.fail(w, r, err)
 			return
 		}
-		if err := h.repo.Update(ctx, cur, updateOpts(key)...); err != nil {
+		if err := h.repo.Update(ctx, cur, keyOpts[repository.UpdateOption](key)...); err != nil {
 			h.writeFailed(w, r, id, err)
 			return
 		}
@@ -519,7 +519,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 				return errPrecondition
 			}
 			return h.repo.Adapter().CopyWritable(cur, body)
-		}, mutateOpts(key)...)
+		}, keyOpts[repository.MutateOption](key)...)
 		switch {
 		case errors.Is(err, errPrecondition) || errors.Is(err, locking.ErrNotFound):
 			h.preconditionFailed(w, r, id, "the record changed and no longer meets If-None-Match, or was deleted")
@@ -570,7 +570,7 @@ func (h *Handler[T]) delete(w http.ResponseWriter, r *http.Request, id any) {
 			problem(w, http.StatusNotFound, "no such record")
 			return
 		}
-		err = h.repo.Delete(ctx, cur, deleteOpts(key)...)
+		err = h.repo.Delete(ctx, cur, keyOpts[repository.DeleteOption](key)...)
 		// "Any version" (If-Match: *, or no If-Match when not strict):
 		// a concurrent change is no failed precondition, so re-read.
 		if errors.Is(err, locking.ErrStaleData) && (im.any || !im.present) && attempt < 10 {
