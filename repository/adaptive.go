@@ -145,7 +145,7 @@ func (h *heat) noteLock(d time.Duration) bool {
 // own call holds. MutateRowLocked is unaffected.
 func WithAdaptive(on bool) Option {
 	return func(o *options) error {
-		o.adaptive = &on
+		o.adaptive = on
 		return nil
 	}
 }

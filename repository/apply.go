@@ -319,9 +319,7 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 		var version int64
 		n, version, err = r.execSQLID(ctx, db.Statement.ConnPool, q, args, true)
 		if err != nil {
-			err = locking.Classify(err)
-			noteRolledBack(ctx, r.store, err)
-			return err
+			return locking.Classify(err) // execSQLID noted a rollback
 		}
 		if n == 0 {
 			return nil
@@ -342,8 +340,6 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 		}
 		return nil
 	}
-	if _, inTx := r.conn(ctx); inTx {
-		return n, body(ctx)
-	}
-	return n, r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Apply", body)
+	err = r.joinOrRunTx(ctx, r.m.table+": Apply", body) // body sets n
+	return n, err
 }

@@ -168,10 +168,7 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 		r.setVersion(ctx, rv, v)
 		return nil
 	}
-	if _, inTx := r.conn(ctx); inTx {
-		return write(ctx)
-	}
-	return r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Create", write)
+	return r.joinOrRunTx(ctx, r.m.table+": Create", write)
 }
 
 // repeated answers a repeat of an applied operation prior: it stores in

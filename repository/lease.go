@@ -188,17 +188,11 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	err = r.acquire(ctx, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id), hashToken(lease.Token),
 		&lease.Key, &lease.Fence, &acquired, &expires)
 	if isNoRows(err) {
-		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
-			return nil, nil, verr
-		} else if !found || deleted {
-			return nil, nil, fmt.Errorf("%s: Leases.Acquire: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
-		}
-		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
+		return nil, nil, r.acquireRefused(ctx, id)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, err)
 	}
-	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
 
 	// Read the record once no write holds its row: FOR SHARE waits for a
 	// write in progress (PostgreSQL); SQLite's writes are already done.
@@ -226,10 +220,7 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 		}
 		return nil, nil, err
 	}
-	// The key as the record holds it (the database may spell it otherwise
-	// than the caller did).
-	lease.ID, _ = r.idOf(ctx, reflectElem(&e))
-	lease.Version = r.versionOf(ctx, reflectElem(&e))
+	r.fillLease(ctx, lease, &e, acquired, expires)
 	return &e, lease, nil
 }
 

@@ -46,22 +46,22 @@ func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, de
 	if r.m.leases.acquireBack == "" {
 		return r.exec(ctx, r.m.leases.acquire, args, r.queryRowScan(dest...))
 	}
+	write := func(ctx context.Context) error {
+		if _, err := r.execResult(ctx, r.m.leases.acquire, args); err != nil {
+			return err
+		}
+		db, _ := r.conn(ctx)
+		err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
+		if isNoRows(err) {
+			return err
+		}
+		return locking.Classify(err)
+	}
+	if _, inTx := r.conn(ctx); inTx {
+		return write(ctx)
+	}
 	var err error
 	for try := 0; try < 3; try++ {
-		write := func(ctx context.Context) error {
-			if _, err := r.execResult(ctx, r.m.leases.acquire, args); err != nil {
-				return err
-			}
-			db, _ := r.conn(ctx)
-			err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
-			if isNoRows(err) {
-				return err
-			}
-			return locking.Classify(err)
-		}
-		if _, inTx := r.conn(ctx); inTx {
-			return write(ctx)
-		}
 		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Leases.Acquire", write)
 		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
 			return err
@@ -154,7 +154,8 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		return locking.Invalid("%s: %s: the lease is for id=%v, the entity is id=%v", r.m.table, method, id, eid)
 	}
 	// Refuse what the write would refuse before ending the lease.
-	if _, _, err := r.guardOf(ctx, reflectElem(e), method); err != nil {
+	_, expected, err := r.guardOf(ctx, reflectElem(e), method)
+	if err != nil {
 		return err
 	}
 	op := "update"
@@ -166,15 +167,9 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		// One statement, committed by itself (see pgLeaseSQL). Inside a
 		// transaction the savepoint below keeps a failed write from
 		// aborting the caller's transaction.
-		return r.updateWithLeasePG(ctx, e, l, id)
+		return r.updateWithLeasePG(ctx, e, l, id, expected)
 	}
-	inTxOrOwn := func(fn func(context.Context) error) error {
-		if inTx {
-			return RunInTx(ctx, r.db, fn) // a savepoint of the caller's
-		}
-		return r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": "+method, fn)
-	}
-	return inTxOrOwn(func(ctx context.Context) error {
+	return r.savepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
 		if r.m.caps.Dialector() == dialect.MySQL {
 			// Lock the record before the lease row, in the order
 			// Leases.Acquire takes them (its INSERT ... SELECT reads the record
@@ -191,4 +186,24 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		}
 		return write(ctx, e)
 	})
+}
+
+// acquireRefused explains an acquisition that took no lease: the record is
+// missing (or soft-deleted), or someone else holds its lease.
+func (r *Repository[T]) acquireRefused(ctx context.Context, id any) error {
+	if _, found, deleted, err := r.currentVersion(ctx, id); err != nil {
+		return err
+	} else if !found || deleted {
+		return fmt.Errorf("%s: Leases.Acquire: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
+	}
+	return r.leaseRefused(ctx, id, 0, "get-and-lock")
+}
+
+// fillLease completes a lease just granted on e: its times, and the key
+// and version as the record holds them (the database may spell the key
+// otherwise than the caller did).
+func (r *Repository[T]) fillLease(ctx context.Context, lease *Lease, e *T, acquired, expires int64) {
+	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
+	lease.ID, _ = r.idOf(ctx, reflectElem(e))
+	lease.Version = r.versionOf(ctx, reflectElem(e))
 }

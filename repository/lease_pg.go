@@ -171,12 +171,8 @@ func (r *Repository[T]) scanLeaseRow(ctx context.Context, rows *sql.Rows, rv ref
 
 // updateWithLeasePG is Leases.Update in one statement (see pgLeaseSQL),
 // for a model without update hooks, outside a transaction.
-func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, id any) error {
+func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, id any, expected int64) error {
 	rv := reflect.ValueOf(e).Elem()
-	_, expected, err := r.guardOf(ctx, rv, "Update")
-	if err != nil {
-		return err
-	}
 	if err := r.refuseAssociations(ctx, rv, "Update", id); err != nil {
 		return err
 	}
@@ -201,7 +197,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	args = append(args, r.m.table, l.Key, hash)
 	var held, ended int64
 	var version sql.NullInt64
-	err = r.exec(ctx, r.m.leases.pg.writeRelease, args, r.queryRowScan(&held, &version, &ended))
+	err := r.exec(ctx, r.m.leases.pg.writeRelease, args, r.queryRowScan(&held, &version, &ended))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
@@ -237,20 +233,13 @@ func (r *Repository[T]) getAndLockPG(ctx context.Context, id any, lease *Lease, 
 	acquired, expires, gone, err := r.grantRead(ctx, args, lease, &e)
 	switch {
 	case isNoRows(err):
-		if _, found, deleted, verr := r.currentVersion(ctx, id); verr != nil {
-			return nil, nil, verr
-		} else if !found || deleted {
-			return nil, nil, fmt.Errorf("%s: Leases.Acquire: %w", r.m.table, &locking.NotFoundError{Table: r.m.table, ID: id})
-		}
-		return nil, nil, r.leaseRefused(ctx, id, 0, "get-and-lock")
+		return nil, nil, r.acquireRefused(ctx, id)
 	case err != nil:
 		return nil, nil, fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, err)
 	case gone:
 		// Deleted after the grant, before the read: give the lease back.
 		return nil, nil, r.releaseGone(ctx, lease, id)
 	}
-	lease.AcquiredAt, lease.ExpiresAt = millisTime(acquired), millisTime(expires)
-	lease.ID, _ = r.idOf(ctx, reflectElem(&e))
-	lease.Version = r.versionOf(ctx, reflectElem(&e))
+	r.fillLease(ctx, lease, &e, acquired, expires)
 	return &e, lease, nil
 }

@@ -125,7 +125,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		var e *T
 		var err error
 		if locked != nil {
-			e, err = r.LockRow(ctx, id)
+			e, err = r.lockRow(ctx, id, lockConfig{})
 			locked()
 		} else {
 			if r.heat != nil && r.heat.lockNS.Load() == 0 {
@@ -356,15 +356,7 @@ func isConflict(err error) bool {
 // Galera cluster, also a conflict with a write on another node): not
 // applied, and worth another attempt from a fresh read — outside a
 // transaction only, since inside one it aborted the caller's transaction.
-func isConflictOrAborted(err error) bool {
-	if isConflict(err) {
-		return true
-	}
-	if _, ok := err.(*abortError); ok || errors.Is(err, locking.ErrCommitUnknown) {
-		return false
-	}
-	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
-}
+func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetryable(err) }
 
 // createInSavepoint creates e; inside a transaction it does so in a savepoint
 // so a duplicate key does not abort the caller's transaction (PostgreSQL).

@@ -50,7 +50,7 @@ func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T)
 	}
 	var out *T
 	attempt := func(ctx context.Context) error {
-		e, err := r.LockRow(ctx, id, cfg.lock...)
+		e, err := r.lockRow(ctx, id, lc)
 		if err != nil {
 			return err
 		}

@@ -215,12 +215,7 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 			}
 			return r.recordOp(ctx, Operation{Key: k.key, Table: r.m.table, RecordKey: rk, Kind: kind, Version: v, Fingerprint: k.fingerprint}, r.opRetention)
 		}
-		var err error
-		if db, inTx := r.conn(ctx); inTx {
-			err = inSavepoint(ctx, db, func() error { return body(ctx) })
-		} else {
-			err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": "+kind, body)
-		}
+		err := r.savepointOrRunTx(ctx, r.m.table+": "+kind, body)
 		if err == nil {
 			return nil, nil
 		}
@@ -287,12 +282,7 @@ func (s store) lookupOperation(ctx context.Context, key string) (*Operation, err
 		}
 		return err
 	}
-	var err error
-	if db, inTx := s.conn(ctx); inTx {
-		err = inSavepoint(ctx, db, func() error { return probe(ctx) })
-	} else {
-		err = s.runTx(ctx, s.db, nil, lockWait{}, "LookupOperation", probe)
-	}
+	err := s.savepointOrRunTx(ctx, "LookupOperation", probe)
 	switch {
 	case errors.Is(err, errProbed):
 		return nil, nil

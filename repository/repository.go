@@ -35,7 +35,7 @@ type options struct {
 	leases      *leaseLimits
 	opRetention time.Duration
 	callbacks   *bool
-	adaptive    *bool
+	adaptive    bool
 	mutateHook  func(context.Context, MutateReport)
 }
 
@@ -95,7 +95,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		opRetention: o.opRetention,
 		mutateHook:  o.mutateHook,
 	}
-	if o.adaptive != nil && *o.adaptive {
+	if o.adaptive {
 		r.heat = &heat{singleWriter: st.caps.SingleWriter}
 	}
 	return r, nil

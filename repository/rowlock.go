@@ -53,6 +53,11 @@ func (r *Repository[T]) LockRow(ctx context.Context, id any, opts ...LockOption)
 	if err != nil {
 		return nil, err
 	}
+	return r.lockRow(ctx, id, lc)
+}
+
+// lockRow is LockRow for a normalized id and checked lock options.
+func (r *Repository[T]) lockRow(ctx context.Context, id any, lc lockConfig) (*T, error) {
 	db, err := r.lockTx(ctx, "LockRow")
 	if err != nil {
 		return nil, err

@@ -110,6 +110,25 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 	return s.runTx(ctx, db, o, lockWait{}, "RunInTx", fn)
 }
 
+// joinOrRunTx runs fn in the transaction ctx carries, or else in one of
+// its own (runTx on s.db; op names the caller in errors).
+func (s store) joinOrRunTx(ctx context.Context, op string, fn func(context.Context) error) error {
+	if _, inTx := s.conn(ctx); inTx {
+		return fn(ctx)
+	}
+	return s.runTx(ctx, s.db, nil, lockWait{}, op, fn)
+}
+
+// savepointOrRunTx is joinOrRunTx that runs fn in a savepoint of the
+// transaction ctx carries, so that its failure does not abort the caller's
+// transaction.
+func (s store) savepointOrRunTx(ctx context.Context, op string, fn func(context.Context) error) error {
+	if tx, inTx := s.conn(ctx); inTx {
+		return inSavepoint(ctx, tx, func() error { return fn(ctx) })
+	}
+	return s.runTx(ctx, s.db, nil, lockWait{}, op, fn)
+}
+
 // runTx begins a transaction on db (the caller's *gorm.DB, whose settings
 // the transaction keeps), runs fn with it in its context and commits it;
 // when fn returns an error or panics, it rolls back instead. w bounds the
