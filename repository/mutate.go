@@ -105,12 +105,13 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		return nil, locking.Invalid("%s: lock options apply to MutateRowLocked; Mutate and Upsert take no locks", r.m.table)
 	}
 	rep := MutateReport{Table: r.m.table, ID: id, Op: kind}
+	key := keyString(id) // the record's name in the turns and the heat map
 	_, inTx := r.conn(ctx)
 	if !inTx {
 		// Callers in this process take turns on the record instead of
 		// racing (see turns). Not inside a transaction: one that already
 		// holds row locks must not also wait on an in-process queue.
-		tu, err := r.turns.take(ctx, keyString(id))
+		tu, err := r.turns.take(ctx, key)
 		if err != nil {
 			r.finish(ctx, cfg, &rep, err)
 			return nil, err
@@ -193,7 +194,6 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	// Adaptive (see adaptive.go): outside a transaction, a hot record's
 	// attempts run locked, and so does the attempt after a lost race.
 	adaptive := r.heat != nil && !inTx
-	key := keyString(id)
 	locked := adaptive && r.heat.hot(key, time.Now)
 	rep.Hot = locked
 	var kc keyedCall
@@ -217,11 +217,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		rep.Attempts++
 		if locked {
 			rep.Locked++
-			err := lockedAttempt(ctx)
-			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
-				kc.uncertain = true
-			}
-			return err
+			return kc.attempted(cfg.op != nil, lockedAttempt(ctx))
 		}
 		err := r.withOpKey(ctx, cfg.op, &kc, kind, id, optimistic, &out)
 		if adaptive && isConflictOrAborted(err) {
@@ -233,19 +229,7 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		}
 		return err
 	})
-	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
-		// The last attempt failed before it could learn whether an
-		// earlier one was applied (its context ended, say).
-		err = locking.Unknown(err)
-	}
-	if ae, ok := err.(*abortError); ok {
-		err = ae.err
-	}
-	r.finish(ctx, cfg, &rep, err)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return r.settle(ctx, cfg, &rep, &kc, out, err)
 }
 
 // conflictError marks a lost race other than a stale update (another caller
@@ -281,6 +265,34 @@ type keyedCall struct {
 	// been applied), so no later failure may be reported as "not
 	// applied" before the key has been asked about.
 	uncertain bool
+}
+
+// attempted notes the outcome of a keyed attempt run in a transaction of
+// its own: an unknown COMMIT makes the call uncertain. It returns err.
+func (kc *keyedCall) attempted(keyed bool, err error) error {
+	if keyed && errors.Is(err, locking.ErrCommitUnknown) {
+		kc.uncertain = true
+	}
+	return err
+}
+
+// settle ends a call of the Mutate family with err, the retry loop's
+// outcome: a failure after an attempt whose outcome was unknown is unknown
+// too (the key was not asked about since, say because ctx ended); the
+// caller's fn error comes back as fn returned it; the report goes to
+// Report and the hook.
+func (r *Repository[T]) settle(ctx context.Context, cfg mutateConfig, rep *MutateReport, kc *keyedCall, out *T, err error) (*T, error) {
+	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
+		err = locking.Unknown(err)
+	}
+	if ae, ok := err.(*abortError); ok {
+		err = ae.err
+	}
+	r.finish(ctx, cfg, rep, err)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // withOpKey runs attempt, which writes record id and stores it in *out;

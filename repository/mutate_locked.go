@@ -72,25 +72,11 @@ func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T)
 	} else {
 		err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isLockRetryable), func(ctx context.Context) error {
 			rep.Attempts++
-			err := r.lockedTx(ctx, lc, keyed)
-			if cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) {
-				kc.uncertain = true
-			}
-			return err
+			return kc.attempted(cfg.op != nil, r.lockedTx(ctx, lc, keyed))
 		})
-		if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
-			err = locking.Unknown(err) // see upsert
-		}
 	}
 	rep.Locked = rep.Attempts
-	if ae, ok := err.(*abortError); ok {
-		err = ae.err
-	}
-	r.finish(ctx, cfg, &rep, err)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return r.settle(ctx, cfg, &rep, &kc, out, err)
 }
 
 // applyFn calls the caller's fn on e, marking its error as an abort and
