@@ -104,21 +104,28 @@ func sqliteAt(t testing.TB, path string) *gorm.DB {
 // (failing it under CI=true).
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(PostgresEnv)
+	return serverDSN(t, PostgresEnv, "PostgreSQL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+}
+
+// serverDSN returns the DSN in the environment variable env, skipping the
+// test when it is not set — failing it under CI=true, where every server
+// must be tested. example is what the skip message suggests.
+func serverDSN(t testing.TB, env, server, example string) string {
+	t.Helper()
+	dsn := os.Getenv(env)
 	if dsn == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("testdb: CI=true but %s is not set; CI must test PostgreSQL", PostgresEnv)
+			t.Fatalf("testdb: CI=true but %s is not set; CI must test %s", env, server)
 		}
-		t.Skipf("PostgreSQL tests skipped: set %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run them", PostgresEnv)
+		t.Skipf("%s tests skipped: set %s=%s to run them", server, env, example)
 	}
 	return dsn
 }
 
-// Postgres returns a connection to a new, empty schema of the configured
-// PostgreSQL database; the schema is dropped when the test ends.
-func Postgres(t testing.TB) *gorm.DB {
+// pooled returns db, opened for a test, with room for the tests' concurrent
+// workers and closed when the test ends.
+func pooled(t testing.TB, db *gorm.DB, err error) *gorm.DB {
 	t.Helper()
-	db, err := opendb.Postgres(PostgresSchema(t))
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
@@ -126,6 +133,14 @@ func Postgres(t testing.TB) *gorm.DB {
 	sqlDB.SetMaxOpenConns(40)
 	t.Cleanup(func() { _ = opendb.Close(db) })
 	return db
+}
+
+// Postgres returns a connection to a new, empty schema of the configured
+// PostgreSQL database; the schema is dropped when the test ends.
+func Postgres(t testing.TB) *gorm.DB {
+	t.Helper()
+	db, err := opendb.Postgres(PostgresSchema(t))
+	return pooled(t, db, err)
 }
 
 // PostgresSchema creates a new, empty schema in the configured PostgreSQL
@@ -158,14 +173,7 @@ func PostgresSchema(t testing.TB) string {
 // none is set (failing it under CI=true).
 func MariaDBDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(MariaDBEnv)
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("testdb: CI=true but %s is not set; CI must test MariaDB", MariaDBEnv)
-		}
-		t.Skipf("MariaDB tests skipped: set %s='root@tcp(127.0.0.1:3306)/test?parseTime=true' to run them", MariaDBEnv)
-	}
-	return dsn
+	return serverDSN(t, MariaDBEnv, "MariaDB", "'root@tcp(127.0.0.1:3306)/test?parseTime=true'")
 }
 
 // MariaDB returns a connection, opened with opendb.MySQL, to a new, empty
@@ -174,13 +182,7 @@ func MariaDBDSN(t testing.TB) string {
 func MariaDB(t testing.TB) *gorm.DB {
 	t.Helper()
 	db, err := opendb.MySQL(MariaDBDatabase(t))
-	if err != nil {
-		t.Fatalf("testdb: %v", err)
-	}
-	sqlDB, _ := db.DB()
-	sqlDB.SetMaxOpenConns(40)
-	t.Cleanup(func() { _ = opendb.Close(db) })
-	return db
+	return pooled(t, db, err)
 }
 
 // MariaDBDatabase creates a new, empty database (gl_test_ and random hex)
