@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/galera"
+	"github.com/gormlock/gormlock/internal/tests/galera"
 )
 
 // TestMain stops the Galera cluster galera.Start launched, if any. A

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
@@ -178,8 +180,8 @@ var errNothingFree = errors.New("no free record to claim")
 type node struct {
 	db       *gorm.DB
 	sqlDB    *sql.DB
-	accounts *repository.Repository[models.Account] // optimistic, pessimistic, claim
-	leased   *repository.Repository[models.Account] // lease mode: WithLeases
+	accounts *repository.Repository[fixtures.Account] // optimistic, pessimistic, claim
+	leased   *repository.Repository[fixtures.Account] // lease mode: WithLeases
 }
 
 // harness runs cells against one database, or one Galera cluster.
@@ -210,11 +212,11 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 		if err != nil {
 			return nil, err
 		}
-		accounts, err := repository.New[models.Account](g, repository.WithRetryPolicy(policy))
+		accounts, err := repository.New[fixtures.Account](g, repository.WithRetryPolicy(policy))
 		if err != nil {
 			return nil, err
 		}
-		leased, err := repository.New[models.Account](g, repository.WithLeases(), repository.WithRetryPolicy(policy))
+		leased, err := repository.New[fixtures.Account](g, repository.WithLeases(), repository.WithRetryPolicy(policy))
 		if err != nil {
 			return nil, err
 		}
@@ -400,10 +402,10 @@ func work(ctx context.Context, c Cell, ws []int, incs []op, nodes int, ids []int
 // seed creates n accounts at balance 0 and returns their ids. On Galera it
 // returns once every node has them.
 func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error) {
-	rows := make([]models.Account, n)
+	rows := make([]fixtures.Account, n)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range rows {
-		rows[i] = models.Account{Owner: owner, Model: models.Model{Versioned: models.Versioned{Version: 1, CreatedAt: now, UpdatedAt: now}}}
+		rows[i] = fixtures.Account{Owner: owner, Model: models.Model{Versioned: models.Versioned{Version: 1, CreatedAt: now, UpdatedAt: now}}}
 	}
 	db := h.nodes[0].db.WithContext(ctx)
 	if err := db.CreateInBatches(&rows, 500).Error; err != nil {
@@ -482,16 +484,16 @@ func retryable(err error) bool { return locking.IsRetryable(locking.Classify(err
 // op returns the operation of one worker in mode, writing through n; owner
 // names the cell's records.
 func (h *harness) op(mode string, n *node, owner string) (op, error) {
-	inc := func(a *models.Account) error { a.Balance++; return nil }
+	inc := func(a *fixtures.Account) error { a.Balance++; return nil }
 	// mutate runs Mutate or MutateRowLocked of one repository.
-	mutate := func(call func(context.Context, any, func(*models.Account) error, ...repository.MutateOption) (*models.Account, error)) op {
+	mutate := func(call func(context.Context, any, func(*fixtures.Account) error, ...repository.MutateOption) (*fixtures.Account, error)) op {
 		return func(ctx context.Context, id int64) (int, error) {
 			var rep repository.MutateReport
 			_, err := call(ctx, id, inc, repository.Report(&rep))
 			return rep.Attempts, err
 		}
 	}
-	mutateLocked := func(call func(context.Context, any, func(*models.Account) error, ...repository.LockedMutateOption) (*models.Account, error)) op {
+	mutateLocked := func(call func(context.Context, any, func(*fixtures.Account) error, ...repository.LockedMutateOption) (*fixtures.Account, error)) op {
 		return func(ctx context.Context, id int64) (int, error) {
 			var rep repository.MutateReport
 			_, err := call(ctx, id, inc, repository.Report(&rep))
@@ -506,13 +508,13 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 	case ModeOptimistic:
 		return mutate(n.accounts.Mutate), nil
 	case ModeOptimisticMulti:
-		own, err := repository.New[models.Account](n.db, repository.WithRetryPolicy(h.policy))
+		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy))
 		if err != nil {
 			return nil, err
 		}
 		return mutate(own.Mutate), nil
 	case ModeAdaptive:
-		own, err := repository.New[models.Account](n.db, repository.WithRetryPolicy(h.policy), repository.WithAdaptive(true))
+		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy), repository.WithAdaptive(true))
 		if err != nil {
 			return nil, err
 		}
@@ -548,7 +550,7 @@ func (h *harness) leaseOp(n *node) op {
 			return errors.Is(err, locking.ErrLocked) || errors.Is(err, locking.ErrLeaseExpired) || retryable(err)
 		}, func(ctx context.Context) error {
 			attempts++
-			var a *models.Account
+			var a *fixtures.Account
 			var err error
 			if lease == nil {
 				a, lease, err = n.leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
@@ -659,7 +661,7 @@ func (h *harness) rawOp(n *node) op {
 		attempts := 0
 		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
 			attempts++
-			var a models.Account
+			var a fixtures.Account
 			if err := n.sqlDB.QueryRowContext(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
 				return err
 			}
@@ -706,11 +708,11 @@ func (h *harness) gormOp(n *node) op {
 		attempts := 0
 		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
 			attempts++
-			var a models.Account
+			var a fixtures.Account
 			if err := n.db.WithContext(ctx).First(&a, id).Error; err != nil {
 				return err
 			}
-			res := n.db.WithContext(ctx).Model(&models.Account{}).Where("id = ? AND version = ?", id, a.Version).
+			res := n.db.WithContext(ctx).Model(&fixtures.Account{}).Where("id = ? AND version = ?", id, a.Version).
 				Updates(map[string]any{"balance": a.Balance + 1, "version": a.Version + 1})
 			if res.Error != nil {
 				return res.Error

@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	mysqlopen "github.com/gormlock/gormlock/opendb/mysql"
+	pgopen "github.com/gormlock/gormlock/opendb/postgres"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/testdb"
-	"github.com/gormlock/gormlock/opendb"
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 )
 
 // targets returns the -db and -dsn of each database the tests run on.
@@ -151,14 +154,14 @@ func TestSweep(t *testing.T) {
 			schemas := func() (n int64) {
 				switch d {
 				case "postgres":
-					admin, err := opendb.Postgres(testdb.PostgresDSN(t))
+					admin, err := pgopen.Open(testdb.PostgresDSN(t))
 					require.NoError(t, err)
-					defer opendb.Close(admin)
+					defer fixtures.Close(admin)
 					require.NoError(t, admin.Raw("SELECT count(*) FROM pg_namespace WHERE nspname LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
 				case "mariadb":
-					admin, err := opendb.MySQL(testdb.MariaDBDSN(t))
+					admin, err := mysqlopen.Open(testdb.MariaDBDSN(t))
 					require.NoError(t, err)
-					defer opendb.Close(admin)
+					defer fixtures.Close(admin)
 					require.NoError(t, admin.Raw("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", sweepSchemaPrefix+"%").Scan(&n).Error)
 				}
 				return n

@@ -36,8 +36,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/locking"
-	"github.com/gormlock/gormlock/opendb"
 )
 
 // childEnv, set in a process's environment, makes the bench command a
@@ -401,11 +401,11 @@ func runChild(in io.Reader, out io.Writer) (err error) {
 	var nodes []*gorm.DB
 	defer func() {
 		for _, g := range nodes {
-			_ = opendb.Close(g)
+			_ = fixtures.Close(g)
 		}
 	}()
 	for i, dsn := range spec.DSNs {
-		g, err := opendb.Open(dsn)
+		g, err := fixtures.OpenDSN(dsn)
 		if err != nil {
 			return fmt.Errorf("node %d: %w", i+1, err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/locking"
 )
 

@@ -11,8 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
-	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -35,7 +34,7 @@ type SweepResult struct {
 // them in turn.
 type sweepTable struct {
 	rows  int
-	docs  *repository.Repository[models.Document]
+	docs  *repository.Repository[fixtures.Document]
 	close func() error
 }
 
@@ -154,7 +153,7 @@ func openSweepTable(ctx context.Context, db *gorm.DB, dsn string, n int) (sweepT
 		dropSchema = func() error {
 			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP SCHEMA IF EXISTS " + name + " CASCADE").Error
 		}
-		target = exampledb.WithSearchPath(dsn, name)
+		target = fixtures.WithSearchPath(dsn, name)
 	case "mysql":
 		// MySQL's schemas are its databases: a database of its own on the
 		// same server.
@@ -169,12 +168,12 @@ func openSweepTable(ctx context.Context, db *gorm.DB, dsn string, n int) (sweepT
 			return db.WithContext(context.WithoutCancel(ctx)).Exec("DROP DATABASE IF EXISTS " + name).Error
 		}
 	}
-	sdb, closeDB, err := exampledb.Open(ctx, target, fmt.Sprintf("sweep-%d", n))
+	sdb, closeDB, err := fixtures.Open(ctx, target, fmt.Sprintf("sweep-%d", n))
 	if err != nil {
 		return sweepTable{}, errors.Join(err, dropSchema())
 	}
 	t := sweepTable{rows: n, close: func() error { return errors.Join(closeDB(), dropSchema()) }}
-	if t.docs, err = repository.New[models.Document](sdb); err == nil {
+	if t.docs, err = repository.New[fixtures.Document](sdb); err == nil {
 		err = fill(ctx, sdb, n)
 	}
 	if err != nil {

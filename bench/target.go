@@ -9,11 +9,12 @@ import (
 	"os"
 	"strings"
 
+	mysqlopen "github.com/gormlock/gormlock/opendb/mysql"
+
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
-	"github.com/gormlock/gormlock/opendb"
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
 )
 
 // The databases -db names.
@@ -28,8 +29,8 @@ const (
 var databases = []string{dbSQLite, dbPostgres, dbMariaDB, dbGalera}
 
 // galeraEnv holds a Galera cluster's DSNs, separated by commas, when -db
-// galera has no -dsn: what `go run ./internal/galera/cmd/galera start`
-// prints (internal/galera.DSNsEnv).
+// galera has no -dsn: what `go run ./internal/tests/galera/cmd/galera start`
+// prints (galera.DSNsEnv).
 const galeraEnv = "GORMLOCK_GALERA_DSNS"
 
 // target is the database of a run: one server, or the nodes of a Galera
@@ -54,7 +55,7 @@ func galeraDSNs(dsn string) ([]string, error) {
 		dsn, src = os.Getenv(galeraEnv), galeraEnv
 	}
 	if strings.TrimSpace(dsn) == "" {
-		return nil, fmt.Errorf("-db galera needs -dsn 'dsn1,dsn2,dsn3' or %s (go run ./internal/galera/cmd/galera start prints it)", galeraEnv)
+		return nil, fmt.Errorf("-db galera needs -dsn 'dsn1,dsn2,dsn3' or %s (go run ./internal/tests/galera/cmd/galera start prints it)", galeraEnv)
 	}
 	var out []string
 	for _, d := range strings.Split(dsn, ",") {
@@ -93,7 +94,7 @@ func openTarget(ctx context.Context, stderr io.Writer, db, dsn string, maxWorker
 			dsns[0] = "sqlite:" + dsn
 		}
 	case dbMariaDB:
-		if _, err := opendb.MySQLDSN(dsn); err != nil {
+		if _, err := mysqlopen.DSN(dsn); err != nil {
 			return nil, fmt.Errorf("-db mariadb: -dsn: %w", err)
 		}
 	case dbGalera:
@@ -101,7 +102,7 @@ func openTarget(ctx context.Context, stderr io.Writer, db, dsn string, maxWorker
 			return nil, err
 		}
 		for i, d := range dsns {
-			if _, err := opendb.MySQLDSN(d); err != nil {
+			if _, err := mysqlopen.DSN(d); err != nil {
 				return nil, fmt.Errorf("-db galera: node %d: %w", i+1, err)
 			}
 		}
@@ -113,15 +114,15 @@ func openTarget(ctx context.Context, stderr io.Writer, db, dsn string, maxWorker
 			// The first node migrates; on Galera the others see its tables
 			// once the cluster converged (below).
 			var closeDB func() error
-			if g, closeDB, err = exampledb.Open(ctx, d, "bench"); err != nil {
+			if g, closeDB, err = fixtures.Open(ctx, d, "bench"); err != nil {
 				return nil, err
 			}
 			closers = append(closers, closeDB)
 		} else {
-			if g, err = opendb.Open(d); err != nil {
+			if g, err = fixtures.OpenDSN(d); err != nil {
 				return nil, fmt.Errorf("node %d: %w", i+1, err)
 			}
-			closers = append(closers, func() error { return opendb.Close(g) })
+			closers = append(closers, func() error { return fixtures.Close(g) })
 		}
 		if want := map[string]string{dbPostgres: "postgres", dbMariaDB: "mysql", dbGalera: "mysql"}[db]; want != "" && g.Dialector.Name() != want {
 			return nil, fmt.Errorf("-db %s: the DSN opened a %s database", db, g.Dialector.Name())
@@ -183,7 +184,7 @@ func wsrepOn(ctx context.Context, db *gorm.DB) (bool, string) {
 // syncPool opens a small pool on the node dsn names whose sessions read
 // with wsrep_sync_wait=1 (Galera's causal reads).
 func syncPool(dsn string) (*sql.DB, error) {
-	safe, err := opendb.MySQLDSN(dsn)
+	safe, err := mysqlopen.DSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +206,7 @@ func syncPool(dsn string) (*sql.DB, error) {
 
 // withDatabase returns the MySQL DSN dsn with name as its database.
 func withDatabase(dsn, name string) (string, error) {
-	safe, err := opendb.MySQLDSN(dsn)
+	safe, err := mysqlopen.DSN(dsn)
 	if err != nil {
 		return "", err
 	}

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/notcommitted"
 )
 
 // sqlStater is implemented by PostgreSQL driver errors (*pgconn.PgError) and
@@ -150,7 +151,9 @@ func Invalid(format string, args ...any) error {
 //   - not committed, and the error says why: an error the database itself
 //     reported (a SQLSTATE, a SQLite result code or a MySQL/MariaDB error
 //     number, except the ones below), pgx's ErrTxCommitRollback (the server
-//     answered COMMIT with ROLLBACK because a statement had failed),
+//     answered COMMIT with ROLLBACK because a statement had failed; known
+//     when the database was opened with package opendb/postgres, reported
+//     as unknown otherwise),
 //     sql.ErrTxDone and sql.ErrConnDone. These are classified like any
 //     other error. A Galera cluster's certification failure at COMMIT
 //     (1213) is one: the transaction was rolled back.
@@ -215,7 +218,7 @@ func reported(err error, commit bool) bool {
 		// (an interrupted one included) was rolled back.
 		return true
 	}
-	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, pgx.ErrTxCommitRollback) {
+	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || notcommitted.Is(err) {
 		return true
 	}
 	var de *DatabaseError

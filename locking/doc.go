@@ -31,5 +31,7 @@
 // *NotFoundError, *DatabaseError, *RetryExhaustedError). Driver errors are
 // always kept as the cause, so errors.As(err, &pgErr) on a
 // *pgconn.PgError, a sqlite3.Error or a *mysql.MySQLError
-// (github.com/go-sql-driver/mysql) keeps working.
+// (github.com/go-sql-driver/mysql) keeps working. The table of every
+// sentinel, and what each outcome means for a write, is in the guide
+// docs/operation-keys.md.
 package locking

@@ -31,8 +31,8 @@ var (
 	// MySQL 8's 3572), or a lease someone else holds — which also matches
 	// ErrLeased, so errors.Is(err, ErrLeased) tells the two apart, and a
 	// row lock alone is errors.Is(err, ErrLocked) && !errors.Is(err,
-	// ErrLeased). (A lease matches ErrLocked so that code written before
-	// ErrLeased keeps working; that bridge goes with the deprecated names.)
+	// ErrLeased). A lease matches ErrLocked because a leased record is
+	// locked for everyone but its holder.
 	ErrLocked = errors.New("gormlock: locked")
 
 	// ErrLeased means someone else holds an unexpired lease on the record

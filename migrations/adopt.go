@@ -1,15 +1,14 @@
 package migrations
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/database"
 	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/locking"
 )
 
 // ErrTableExists means that a table one of gormlock's migrations creates
@@ -25,86 +24,38 @@ type table struct {
 
 // created lists, by version, the table each migration creates, for adopting
 // a table that exists already (see Up). A migration not listed is never
-// adopted. The columns are those of the migration's CREATE TABLE; a test
-// checks them against the tables Up creates.
+// adopted. The columns are those of the migration's CREATE TABLE.
 var created = map[int64]table{
 	1: {"gormlock_leases", []string{"resource", "record_key", "owner", "token_hash", "fence", "acquired_ms", "expires_ms"}},
 	2: {"gormlock_operations", []string{"op_key", "resource", "record_key", "kind", "version", "fingerprint", "created_ms", "expires_ms"}},
 }
 
-// adopt records as applied, in VersionTable, the pending migrations whose
-// tables exist already with the migration's columns, oldest first, up to
-// the first pending migration whose table is missing. A table with other
-// columns is an error matching ErrTableExists, and nothing is recorded.
-func adopt(ctx context.Context, db *gorm.DB, p *goose.Provider) error {
-	status, err := p.Status(ctx)
+// adoptable reports whether the table migration version creates exists
+// already with the migration's columns, so that Up records the migration
+// instead of running it. A table of that name with other columns is an
+// error matching ErrTableExists, naming the differences.
+func (r *runner) adoptable(tx *gorm.DB, version int64) (bool, error) {
+	t, ok := created[version]
+	if !ok {
+		return false, nil
+	}
+	exists, err := r.tableExists(tx, t.name)
+	if err != nil || !exists {
+		return false, err
+	}
+	cols, err := tx.Migrator().ColumnTypes(t.name)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("read the columns of %s: %w", t.name, locking.Classify(err))
 	}
-	var found []int64
-	for _, s := range status {
-		if s.State == goose.StateApplied {
-			continue
-		}
-		t, ok := created[s.Source.Version]
-		if !ok {
-			break
-		}
-		have, exists, err := columnsOf(ctx, db, t.name)
-		if err != nil {
-			return err
-		}
-		if !exists {
-			break
-		}
-		if problems := compareColumns(t.columns, have); len(problems) > 0 {
-			return fmt.Errorf("%w: table %s exists and is not the one migration %d creates: %s; drop or rename it",
-				ErrTableExists, t.name, s.Source.Version, strings.Join(problems, "; "))
-		}
-		found = append(found, s.Source.Version)
-	}
-	if len(found) == 0 {
-		return nil
-	}
-	store, err := database.NewStore(dialects[db.Dialector.Name()], VersionTable)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	tx, err := sqlDB.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, v := range found {
-		if err := store.Insert(ctx, tx, database.InsertRequest{Version: v}); err != nil {
-			return fmt.Errorf("record existing table %s as migration %d: %w", created[v].name, v, err)
-		}
-	}
-	return tx.Commit()
-}
-
-// columnsOf returns the column names of the table name, and whether it
-// exists.
-func columnsOf(ctx context.Context, db *gorm.DB, name string) ([]string, bool, error) {
-	m := db.WithContext(ctx).Migrator()
-	if !m.HasTable(name) {
-		// GORM's HasTable reports a failed query as "no table"; Up's
-		// next step reports that failure.
-		return nil, false, nil
-	}
-	cols, err := m.ColumnTypes(name)
-	if err != nil {
-		return nil, false, err
-	}
-	names := make([]string, 0, len(cols))
+	have := make([]string, 0, len(cols))
 	for _, c := range cols {
-		names = append(names, c.Name())
+		have = append(have, c.Name())
 	}
-	return names, true, nil
+	if problems := compareColumns(t.columns, have); len(problems) > 0 {
+		return false, fmt.Errorf("%w: table %s exists and is not the one migration %d creates: %s; drop or rename it",
+			ErrTableExists, t.name, version, strings.Join(problems, "; "))
+	}
+	return true, nil
 }
 
 // compareColumns lists how the columns have differ from want.

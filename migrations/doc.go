@@ -2,7 +2,8 @@
 // table (gormlock_leases, for repository.WithLeases) and the operation table
 // (gormlock_operations, for repository.OpKey). Your entity tables, with their
 // version columns, are yours to create with your own migrations; gormlock's
-// never create or change them.
+// never create or change them. The guide docs/getting-started.md shows
+// where they fit in an application's schema.
 //
 // The smallest complete program:
 //
@@ -13,15 +14,19 @@
 //		"log"
 //
 //		"github.com/gormlock/gormlock/migrations"
-//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/opendb/sqlite"
 //	)
 //
 //	func main() {
-//		db, err := opendb.SQLite("app.db")
+//		db, err := sqlite.Open("app.db")
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		defer opendb.Close(db)
+//		sqlDB, err := db.DB()
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer sqlDB.Close()
 //		if err := migrations.Up(context.Background(), db); err != nil {
 //			log.Fatal(err)
 //		}
@@ -29,9 +34,24 @@
 //
 // The migrations are versioned SQL, one folder per supported dialect
 // (sqlite/, postgres/, and mysql/ for MySQL and MariaDB, which
-// gorm.io/driver/mysql both names "mysql"), embedded in the binary and
-// applied with pressly/goose. Version 1 creates gormlock_leases, version 2
-// gormlock_operations.
+// gorm.io/driver/mysql both names "mysql"), embedded in the binary. Version
+// 1 creates gormlock_leases, version 2 gormlock_operations. Up runs them
+// itself, through db, and records each applied version in VersionTable; it
+// needs no migration tool. The files carry goose's annotations ("-- +goose
+// Up", "-- +goose Down"), so that an application that runs goose itself can
+// take them as they are (FS).
+//
+// On SQLite and PostgreSQL each migration runs in one transaction with the
+// row that records it. MySQL and MariaDB commit every CREATE TABLE, CREATE
+// INDEX and DROP TABLE by itself: there a migration interrupted half-way
+// may leave its table without its indexes, and the next Up would adopt the
+// table as it is (below): drop it before running Up again.
+//
+// Several processes may run Up at once (every replica of a service at
+// start-up): each migration is applied and recorded once. On PostgreSQL
+// they take turns through a transaction-level advisory lock, so Up is safe
+// behind PgBouncer in transaction mode; elsewhere a process that loses a
+// race to another reads VersionTable again and carries on from there.
 //
 // On MySQL and MariaDB the tables are InnoDB, with a primary key each (as
 // Galera needs), and their text columns are VARBINARY: keys compare byte for
@@ -41,15 +61,15 @@
 // (repository.MaxOperationKeyLen), a lease owner of up to 1024; see the
 // migrations' comments.
 //
-//	if err := migrations.Up(ctx, db); err != nil { ... }
-//
 // # Side by side with your migrations
 //
 // gormlock records its versions in a table of its own, VersionTable
-// (gormlock_schema_version), never in goose's default goose_db_version. An
-// application that runs its own goose migrations 1, 2, ... (recorded in
-// goose_db_version) and gormlock's on the same database, in either order, has
-// both sets applied and neither skipped; Down of one leaves the other alone.
+// (gormlock_schema_version), never in goose's default goose_db_version or
+// another tool's table. An application that runs its own migrations 1, 2,
+// ... and gormlock's on the same database, in either order, has both sets
+// applied and neither skipped; Down of one leaves the other alone.
+// VersionTable has the columns of goose's version table (id, version_id,
+// is_applied, tstamp), and a row for version 0.
 //
 // # With another migration tool
 //
@@ -57,36 +77,18 @@
 // files, golang-migrate, Atlas, ...) copies gormlock's SQL into its own
 // migrations instead of calling Up. Scripts returns each migration's Up and
 // Down SQL per dialect as plain strings (UpStatements and DownStatements split
-// them for db.Exec); FS returns the goose files themselves. For
-// golang-migrate, write each Script's Up and Down to
+// them for db.Exec); FS returns the files themselves, with their goose
+// annotations. For golang-migrate, write each Script's Up and Down to
 // NNN_gormlock_NAME.up.sql and NNN_gormlock_NAME.down.sql, with NNN in your
 // own sequence (see the example of Scripts). Calling Up on such a database
 // later is safe: it adopts the tables (below).
 //
-// # Tables that exist already; upgrading from an older gormlock
+// # Tables that exist already
 //
 // When one of gormlock's migrations is not recorded in VersionTable but the
 // table it creates exists with exactly the columns it creates, Up records
-// the migration as applied instead of running it. A table of that name with
-// other columns stops Up with an error matching ErrTableExists, naming the
-// table and its differences, before any of gormlock's tables is created.
-//
-// This adopts a database migrated by a gormlock that kept its versions in
-// goose_db_version (where versions 1 and 2 created the example tables
-// accounts, documents and jobs, 3 gormlock_leases and 4
-// gormlock_operations): Up records gormlock_leases and gormlock_operations
-// in VersionTable and creates whichever is missing. It never reads or
-// changes goose_db_version, and never drops the example tables. After
-// upgrading:
-//
-//   - If no goose migrations of your own ever ran on the database, every row
-//     of goose_db_version is the old gormlock's: drop the table
-//     (DROP TABLE goose_db_version), or your own goose migrations 1 to 4 will
-//     be skipped should you start using goose.
-//   - If yours did, both sets shared goose_db_version, and whichever ran
-//     second skipped those of its versions 1 to 4 the other had recorded.
-//     Up now creates gormlock's tables where they were skipped; for yours,
-//     check that what your migrations 1 to 4 create exists, and apply the
-//     missing ones by hand. goose_db_version then records yours only.
-//   - Drop accounts, documents and jobs unless you use the example models.
+// the migration as applied instead of running it, and runs the pending
+// migrations whose tables are missing. A table of that name with other
+// columns stops Up with an error matching ErrTableExists, naming the table
+// and its differences, before any of gormlock's tables is created.
 package migrations

@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -40,13 +41,13 @@ func Scripts(dialect string) ([]Script, error) {
 	}
 	names, err := fs.Glob(fsys, "*.sql")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("migrations: %s: %w", dialect, err)
 	}
 	scripts := make([]Script, 0, len(names))
 	for _, name := range names {
 		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("migrations: %s/%s: %w", dialect, name, err)
 		}
 		s, err := parseScript(name, string(body))
 		if err != nil {
@@ -68,7 +69,7 @@ func parseScript(file, body string) (Script, error) {
 	num, name, ok := strings.Cut(strings.TrimSuffix(file, ".sql"), "_")
 	version, err := strconv.ParseInt(num, 10, 64)
 	if !ok || err != nil {
-		return Script{}, fmt.Errorf("file name is not NNNNN_name.sql")
+		return Script{}, errors.New("file name is not NNNNN_name.sql")
 	}
 	head, rest, ok := strings.Cut(body, upMark+"\n")
 	if !ok {
@@ -79,7 +80,7 @@ func parseScript(file, body string) (Script, error) {
 		return Script{}, fmt.Errorf("no %q line after %q", downMark, upMark)
 	}
 	if strings.Contains(body, "+goose StatementBegin") {
-		return Script{}, fmt.Errorf("statement blocks are not supported")
+		return Script{}, errors.New("statement blocks are not supported")
 	}
 	upSQL := strings.TrimSpace(up) + "\n"
 	if head = strings.TrimSpace(head); head != "" {

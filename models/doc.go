@@ -1,5 +1,7 @@
-// Package models holds gormlock's embeddable versioned base types and the
-// example models used by the examples, the migrations and the tests.
+// Package models holds what an application's entities embed for gormlock:
+// Model (an auto-increment key and the version), Versioned (the version and
+// the creation and update times, beside a key of the entity's own) and
+// Versioning (the version alone, beside gorm.Model).
 //
 // The smallest complete program:
 //
@@ -11,7 +13,7 @@
 //		"log"
 //
 //		"github.com/gormlock/gormlock/models"
-//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/opendb/sqlite"
 //		"github.com/gormlock/gormlock/repository"
 //	)
 //
@@ -21,11 +23,10 @@
 //	}
 //
 //	func main() {
-//		db, err := opendb.SQLite("app.db")
+//		db, err := sqlite.Open("app.db")
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		defer opendb.Close(db)
 //		if err := db.AutoMigrate(&Invoice{}); err != nil {
 //			log.Fatal(err)
 //		}
@@ -56,5 +57,7 @@
 //
 // The version column must be NOT NULL: declare it so in your own migrations
 // (GORM's AutoMigrate does, from the field's tag), and
-// repository.Repository.VerifySchema checks it.
+// repository.Repository.VerifySchema checks it. The guide
+// docs/getting-started.md says what a version is, and
+// docs/coming-from-gorm.md how to add one to an existing gorm.Model.
 package models

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -119,13 +120,13 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 			n, err = r.applyMySQL(ctx, q, args, id, &e)
 			return err
 		}
-		return r.exec(ctx, stmt{text: q, bounded: boundedOf(r.m.caps, q)}, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		return r.st.Exec(ctx, store.Stmt{Text: q, Bounded: boundedOf(r.m.caps, q)}, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
 			var serr error
 			n, serr = r.scanReturned(ctx, pool, query, args, &e)
 			return serr
 		})
 	}
-	if _, inTx := r.conn(ctx); inTx {
+	if _, inTx := r.st.Conn(ctx); inTx {
 		err = once(ctx)
 	} else {
 		// Not applied when the database aborted it (a deadlock; on Galera
@@ -186,7 +187,7 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 	if err := oneExpression(cfg.cond, m.caps.HashComments); err != nil {
 		return "", nil, err
 	}
-	w := &sqlWriter{db: r.db}
+	w := &sqlWriter{db: r.st.Gorm}
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
 	var args []any
 	seen := map[string]bool{}
@@ -226,7 +227,7 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 	// The version: the next one after the record's own, from the
 	// database's clock where the dialect has one, else from this process's.
 	var col strings.Builder
-	r.db.Dialector.QuoteTo(&col, m.version.DBName)
+	r.st.Gorm.Dialector.QuoteTo(&col, m.version.DBName)
 	w.str(col.String()).str(" = ")
 	if expr := m.caps.NextVersion; expr != "" {
 		before, after, _ := strings.Cut(expr, "?")
@@ -293,7 +294,7 @@ func (clockArg) Value() (driver.Value, error) { return now().UnixMicro(), nil }
 // scanReturned runs an UPDATE ... RETURNING and scans the row it returns
 // into e; n is 0 when no row matched.
 func (r *Repository[T]) scanReturned(ctx context.Context, pool gorm.ConnPool, query string, args []any, e *T) (n int64, err error) {
-	rows, err := r.querySQL(ctx, pool, query, args)
+	rows, err := r.st.QuerySQL(ctx, pool, query, args)
 	if err != nil {
 		return 0, err
 	}
@@ -315,9 +316,9 @@ func (r *Repository[T]) scanReturned(ctx context.Context, pool gorm.ConnPool, qu
 // transaction: MySQL has no UPDATE ... RETURNING.
 func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id any, e *T) (n int64, err error) {
 	body := func(ctx context.Context) error {
-		db, _ := r.conn(ctx)
+		db, _ := r.st.Conn(ctx)
 		var version int64
-		n, version, err = r.execSQLID(ctx, db.Statement.ConnPool, q, args, true)
+		n, version, err = r.st.ExecSQLID(ctx, db.Statement.ConnPool, q, args, true)
 		if err != nil {
 			return locking.Classify(err) // execSQLID noted a rollback
 		}
@@ -326,7 +327,7 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 		}
 		if err := r.readRow(ctx, db.Statement.ConnPool, r.m.selectAnySQL, e, id); err != nil {
 			err = locking.Classify(err)
-			noteRolledBack(ctx, r.store, err)
+			store.NoteRolledBack(ctx, r.st, err)
 			return err
 		}
 		if got := r.versionOf(ctx, reflectElem(e)); got != version {
@@ -335,11 +336,11 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 			// its statements, and a read after that runs outside it).
 			err := &locking.DatabaseError{Kind: locking.ErrDeadlock, Code: "1213",
 				Err: fmt.Errorf("read back version %d, not the %d written: the transaction was rolled back", got, version)}
-			noteRolledBack(ctx, r.store, err)
+			store.NoteRolledBack(ctx, r.st, err)
 			return err
 		}
 		return nil
 	}
-	err = r.joinOrRunTx(ctx, r.m.table+": Apply", body) // body sets n
+	err = r.st.JoinOrRunTx(ctx, r.m.table+": Apply", body) // body sets n
 	return n, err
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -103,7 +104,7 @@ func (r *Repository[T]) explainDuplicate(ctx context.Context, id any, zeroID boo
 	if r.m.deletedAt == nil || zeroID || !errors.Is(err, locking.ErrAlreadyExists) {
 		return err
 	}
-	if _, inTx := r.conn(ctx); inTx && !r.caps.SingleWriter {
+	if _, inTx := r.st.Conn(ctx); inTx && !r.st.Caps.SingleWriter {
 		return err
 	}
 	if _, found, deleted, verr := r.currentVersion(ctx, id); verr == nil && found && deleted {
@@ -141,7 +142,7 @@ func (e *softDeletedError) Unwrap() error { return e.err }
 // zero get a first version (versionNewAssociations).
 func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) error {
 	write := func(ctx context.Context) error {
-		db, _ := r.conn(ctx)
+		db, _ := r.st.Conn(ctx)
 		v, _ := nextVersion(0)
 		r.setVersion(ctx, rv, v)
 		q := r.on(ctx, db.Statement.ConnPool)
@@ -149,7 +150,7 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 			versionNewAssociations(ctx, r.m.schema, rv, 0)
 		}
 		if err := locking.Classify(q.Create(e).Error); err != nil {
-			noteRolledBack(ctx, r.store, err)
+			store.NoteRolledBack(ctx, r.st, err)
 			return err
 		}
 		if r.m.firstVersionSQL == "" {
@@ -158,9 +159,9 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 		id, _ := r.idOf(ctx, rv)
 		var err error
 		if r.m.caps.VersionBack == dialect.LastInsertID {
-			_, v, err = r.execSQLID(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), true)
+			_, v, err = r.st.ExecSQLID(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), true)
 		} else {
-			err = r.scanSQL(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), &v)
+			err = r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), &v)
 		}
 		if err != nil {
 			return fmt.Errorf("setting the first version: %w", locking.Classify(err))
@@ -168,7 +169,7 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 		r.setVersion(ctx, rv, v)
 		return nil
 	}
-	return r.joinOrRunTx(ctx, r.m.table+": Create", write)
+	return r.st.JoinOrRunTx(ctx, r.m.table+": Create", write)
 }
 
 // repeated answers a repeat of an applied operation prior: it stores in
@@ -196,7 +197,7 @@ func (r *Repository[T]) repeated(ctx context.Context, rv reflect.Value, prior *O
 // on returns a GORM session of the repository that sends its statements on
 // pool (a connection, a transaction) with ctx.
 func (r *Repository[T]) on(ctx context.Context, pool gorm.ConnPool) *gorm.DB {
-	db := r.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	db := r.st.Gorm.Session(&gorm.Session{NewDB: true, Context: ctx})
 	db.Statement.ConnPool = pool
 	return db
 }

@@ -1,7 +1,12 @@
 // Package repository provides Repository[T], a typed store for one GORM model
 // whose every write is guarded by the record's version.
 //
-// The smallest complete program (the package Example runs a variant of it):
+// The guides in the repository's docs/ folder tell when to use which call
+// (docs/choosing-a-mode.md), how outcomes and operation keys work
+// (docs/operation-keys.md) and what each database needs
+// (docs/deploying.md); this package documentation is the reference.
+//
+// The smallest complete program:
 //
 //	package main
 //
@@ -11,7 +16,7 @@
 //		"log"
 //
 //		"github.com/gormlock/gormlock/models"
-//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/opendb/sqlite"
 //		"github.com/gormlock/gormlock/repository"
 //	)
 //
@@ -23,11 +28,10 @@
 //
 //	func main() {
 //		ctx := context.Background()
-//		db, err := opendb.SQLite("app.db") // safe concurrent settings
+//		db, err := sqlite.Open("app.db") // safe concurrent settings
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		defer opendb.Close(db)
 //		if err := db.AutoMigrate(&Wallet{}); err != nil {
 //			log.Fatal(err)
 //		}
@@ -81,10 +85,6 @@
 // ApplyOption. Errors are the sentinels and types of package locking,
 // matched with errors.Is and errors.As.
 //
-// The names used before this layering (GetLocked, MutateLocked, GetAndLock,
-// Unlock, ParseID on Repository, ...) still work, deprecated; the README's
-// migration note maps each to its new name.
-//
 // A guarded write is a single statement
 //
 //	UPDATE t SET <every column>, version = <next version> ... WHERE pk = ? AND version = ?
@@ -100,7 +100,9 @@
 // A version is a clock reading in microseconds: every write sets it to
 // max(previous version + 1, now), so versions only grow per record and a
 // record created again after a delete never repeats a version its earlier
-// incarnation had (version.go says how "now" is read on each database).
+// incarnation had. On PostgreSQL and MySQL "now" is the database's clock,
+// read by the write itself; on SQLite it is the process's clock, read once
+// the write holds the database's write lock.
 //
 // # Outcomes
 //
@@ -118,7 +120,8 @@
 // Supported databases are SQLite (through gorm.io/driver/sqlite, or the
 // pure-Go github.com/glebarez/sqlite), PostgreSQL (gorm.io/driver/postgres)
 // and MySQL 8 / MariaDB, Galera included (gorm.io/driver/mysql); open them
-// with package opendb for the settings gormlock relies on. New refuses any
+// with the modules under opendb (opendb/sqlite, opendb/puresqlite,
+// opendb/postgres, opendb/mysql) for the settings gormlock relies on. New refuses any
 // other dialect with an error matching locking.ErrNotSupported rather than
 // run untested.
 //
@@ -173,7 +176,7 @@
 // Raw and Row callbacks instead (GORM's processor with the SQL already
 // built), so every callback registered there sees them — a tracing plugin
 // opens its span, and the GORM logger is called by GORM itself. It costs
-// more per statement (see bench/README.md). BEGIN, COMMIT, ROLLBACK,
+// more per statement (docs/coming-from-gorm.md has the figures). BEGIN, COMMIT, ROLLBACK,
 // savepoints and SQLite's connection settings (PRAGMA) are not shown,
 // as GORM does not show its own.
 //
@@ -186,5 +189,7 @@
 //
 // On SQLite, gormlock's writers in one process queue for the database's
 // write lock at a first-come-first-served gate, and wait for it in Go, so
-// the context ends every wait (see sqlite.go).
+// the context ends every wait; between processes the heads of the queues
+// take turns on an advisory lock of a side file, "<file>-gormlock" (see
+// docs/deploying.md).
 package repository

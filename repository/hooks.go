@@ -39,7 +39,7 @@ type hookRun struct {
 // hooksFor returns the hooks a write of kind update (or delete) runs: none
 // for a model without them, or on a database session with SkipHooks.
 func (r *Repository[T]) hooksFor(update bool) hookRun {
-	if r.db.Statement.SkipHooks {
+	if r.st.Gorm.Statement.SkipHooks {
 		return hookRun{}
 	}
 	if update {
@@ -52,7 +52,7 @@ func (r *Repository[T]) hooksFor(update bool) hookRun {
 // transaction of ctx, whose Statement describes the entity being written,
 // as GORM's own hooks see it.
 func (r *Repository[T]) hookDB(ctx context.Context, e *T, rv reflect.Value) *gorm.DB {
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	tx.Statement.Schema = r.m.schema
 	tx.Statement.Table = r.m.table

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -149,7 +150,7 @@ func (r *Repository[T]) Leases() *Leases[T] { return &Leases[T]{r: r} }
 // user id, a random id kept in the web session) so that ReleaseOwnerLeases can drop
 // all of its leases at once. Do not use a web session id itself: the lease
 // table would then hold live session ids, and anyone who can read it could
-// hijack those sessions (the OWASP warning of the MongoDB seed).
+// hijack those sessions.
 //
 // When someone else holds an unexpired lease, the error matches
 // locking.ErrLeased, and so locking.ErrLocked (a *locking.LeaseError saying
@@ -187,7 +188,7 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	}
 	err = r.acquire(ctx, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id), hashToken(lease.Token),
 		&lease.Key, &lease.Fence, &acquired, &expires)
-	if isNoRows(err) {
+	if store.IsNoRows(err) {
 		return nil, nil, r.acquireRefused(ctx, id)
 	}
 	if err != nil {
@@ -197,7 +198,7 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	// Read the record once no write holds its row: FOR SHARE waits for a
 	// write in progress (PostgreSQL); SQLite's writes are already done.
 	var e T
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	shared := r.m.caps.How(dialect.SharedLock) == dialect.Native
 	if r.m.selectSQL != "" {
 		query := r.m.selectSQL
@@ -206,7 +207,7 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 		}
 		err = r.readRow(ctx, db.Statement.ConnPool, query, &e, id)
 	} else {
-		q := primary(db.WithContext(ctx))
+		q := store.Primary(db.WithContext(ctx))
 		if shared {
 			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
 		}
@@ -275,14 +276,14 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) e
 	args := append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
 	if r.m.caps.VersionBack == dialect.LastInsertID {
 		var n int64
-		if n, expires, err = r.execResultID(ctx, r.m.leases.renew, args); err == nil && n == 0 {
+		if n, expires, err = r.st.ExecResultID(ctx, r.m.leases.renew, args); err == nil && n == 0 {
 			err = sql.ErrNoRows
 		}
 	} else {
-		err = r.exec(ctx, r.m.leases.renew, args, r.queryRowScan(&expires))
+		err = r.st.Exec(ctx, r.m.leases.renew, args, r.st.QueryRowScan(&expires))
 	}
 	switch {
-	case isNoRows(err):
+	case store.IsNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "renew")
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Renew id=%v: %w", r.m.table, id, err)
@@ -321,7 +322,7 @@ func (ls *Leases[T]) Sweep(ctx context.Context) (int64, error) {
 	if err := r.needLeases("Leases.Sweep"); err != nil {
 		return 0, err
 	}
-	n, err := r.execResult(ctx, r.m.leases.sweep, []any{r.m.table})
+	n, err := r.st.ExecResult(ctx, r.m.leases.sweep, []any{r.m.table})
 	if err != nil {
 		return 0, fmt.Errorf("%s: Leases.Sweep: %w", r.m.table, err)
 	}
@@ -333,14 +334,14 @@ func (ls *Leases[T]) Sweep(ctx context.Context) (int64, error) {
 // Leases of other owners are untouched. Inside RunInTx it joins the
 // transaction.
 func ReleaseOwnerLeases(ctx context.Context, db *gorm.DB, owner string) (int64, error) {
-	s, err := storeOf(db, "ReleaseOwnerLeases")
+	s, err := store.Of(db, "ReleaseOwnerLeases")
 	if err != nil {
 		return 0, err
 	}
 	if owner == "" {
 		return 0, locking.Invalid("ReleaseOwnerLeases: owner is empty")
 	}
-	n, err := s.execResult(ctx, boundStmt(db, s.caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.caps.NowMillis)), []any{owner})
+	n, err := s.ExecResult(ctx, boundStmt(db, s.Caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.Caps.NowMillis)), []any{owner})
 	if err != nil {
 		return 0, fmt.Errorf("ReleaseOwnerLeases: %w", err)
 	}

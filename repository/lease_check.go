@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/sqlitegate"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -44,25 +46,25 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 // tried again, twice: the next try sees the winner's lease.
 func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, dest ...any) error {
 	if r.m.leases.acquireBack == "" {
-		return r.exec(ctx, r.m.leases.acquire, args, r.queryRowScan(dest...))
+		return r.st.Exec(ctx, r.m.leases.acquire, args, r.st.QueryRowScan(dest...))
 	}
 	write := func(ctx context.Context) error {
-		if _, err := r.execResult(ctx, r.m.leases.acquire, args); err != nil {
+		if _, err := r.st.ExecResult(ctx, r.m.leases.acquire, args); err != nil {
 			return err
 		}
-		db, _ := r.conn(ctx)
-		err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
-		if isNoRows(err) {
+		db, _ := r.st.Conn(ctx)
+		err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
+		if store.IsNoRows(err) {
 			return err
 		}
 		return locking.Classify(err)
 	}
-	if _, inTx := r.conn(ctx); inTx {
+	if _, inTx := r.st.Conn(ctx); inTx {
 		return write(ctx)
 	}
 	var err error
 	for try := 0; try < 3; try++ {
-		err = r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": Leases.Acquire", write)
+		err = r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{}, r.m.table+": Leases.Acquire", write)
 		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
 			return err
 		}
@@ -72,10 +74,10 @@ func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, de
 
 // leaseState returns the unexpired lease on record id, or nil.
 func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, error) {
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	var st LeaseState
 	var acquired, expires int64
-	err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id),
+	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id),
 		&st.Owner, &st.Fence, &acquired, &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -132,7 +134,7 @@ func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error 
 	if err != nil {
 		return err
 	}
-	n, err := r.execResult(ctx, r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence))
+	n, err := r.st.ExecResult(ctx, r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence))
 	if err != nil {
 		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
 	}
@@ -162,22 +164,22 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	if method == "Leases.Delete" {
 		op = "delete"
 	}
-	_, inTx := r.conn(ctx)
+	_, inTx := r.st.Conn(ctx)
 	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
 		// One statement, committed by itself (see pgLeaseSQL). Inside a
 		// transaction the savepoint below keeps a failed write from
 		// aborting the caller's transaction.
 		return r.updateWithLeasePG(ctx, e, l, id, expected)
 	}
-	return r.savepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
+	return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
 		if r.m.caps.Dialector() == dialect.MySQL {
 			// Lock the record before the lease row, in the order
 			// Leases.Acquire takes them (its INSERT ... SELECT reads the record
 			// with a shared lock first): InnoDB would otherwise deadlock
 			// the two.
-			db, _ := r.conn(ctx)
+			db, _ := r.st.Conn(ctx)
 			var one int
-			if err := r.scanSQL(ctx, db.Statement.ConnPool, r.m.rowLockSQL, r.m.keyArgs(nil, id), &one); err != nil && !isNoRows(err) {
+			if err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.rowLockSQL, r.m.keyArgs(nil, id), &one); err != nil && !store.IsNoRows(err) {
 				return fmt.Errorf("%s: %s id=%v: %w", r.m.table, method, id, locking.Classify(err))
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -32,30 +33,30 @@ type pgLeaseSQL struct {
 	// reads the record with a shared row lock, after the grant: the lease
 	// columns, then TRUE (NULL when the record is gone meanwhile), then
 	// readCols. No row: no lease was taken.
-	grantRead stmt
+	grantRead store.Stmt
 	// writeRelease checks the lease by its token and locks its row, writes
 	// the record guarded by its version (Update's statement without the
 	// lease guard) when the lease is held, and ends the lease when the
 	// write matched. It returns one row: whether the lease was held (0 or
 	// 1), the record's new version (NULL: not written), and whether the
 	// lease was ended (0 or 1). Empty when the model has no own SELECT.
-	writeRelease stmt
+	writeRelease store.Stmt
 	// releaseKey ends a lease by its table, key and token alone, for a
 	// lease taken on a record deleted before grantRead could read it (the
 	// usual release also checks the record).
-	releaseKey stmt
+	releaseKey store.Stmt
 }
 
-// numbered turns s, with ? placeholders and a {bound} mark, into a stmt
+// numbered turns s, with ? placeholders and a {bound} mark, into a store.Stmt
 // for PostgreSQL: the mark becomes nothing in text and the dialect's
 // SelfLockTimeout condition in bounded, whose placeholder is numbered
-// after all the others, so that its argument comes last (see stmt).
-func numbered(db *gorm.DB, selfLock, s string) stmt {
+// after all the others, so that its argument comes last (see store.Stmt).
+func numbered(db *gorm.DB, selfLock, s string) store.Stmt {
 	n := strings.Count(s, "?")
 	s = rebind(db, s)
-	st := stmt{text: strings.Replace(s, "{bound}", "", 1)}
+	st := store.Stmt{Text: strings.Replace(s, "{bound}", "", 1)}
 	if selfLock != "" {
-		st.bounded = strings.Replace(s, "{bound}", " AND "+strings.Replace(selfLock, "?", "$"+strconv.Itoa(n+1), 1), 1)
+		st.Bounded = strings.Replace(s, "{bound}", " AND "+strings.Replace(selfLock, "?", "$"+strconv.Itoa(n+1), 1), 1)
 	}
 	return st
 }
@@ -104,13 +105,13 @@ SELECT (SELECT count(*) FROM h), (SELECT `+quote(m.version.DBName)+` FROM w), (S
 // before it could be read.
 func (r *Repository[T]) grantRead(ctx context.Context, args []any, lease *Lease, e *T) (acquired, expires int64, gone bool, err error) {
 	rv := reflect.ValueOf(e).Elem()
-	err = r.exec(ctx, r.m.leases.pg.grantRead, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) (err error) {
-		rows, err := r.querySQL(ctx, pool, query, args)
+	err = r.st.Exec(ctx, r.m.leases.pg.grantRead, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) (err error) {
+		rows, err := r.st.QuerySQL(ctx, pool, query, args)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if cerr := rows.Close(); err == nil || isNoRows(err) {
+			if cerr := rows.Close(); err == nil || store.IsNoRows(err) {
 				if cerr != nil {
 					err = cerr
 				}
@@ -197,7 +198,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	args = append(args, r.m.table, l.Key, hash)
 	var held, ended int64
 	var version sql.NullInt64
-	err := r.exec(ctx, r.m.leases.pg.writeRelease, args, r.queryRowScan(&held, &version, &ended))
+	err := r.st.Exec(ctx, r.m.leases.pg.writeRelease, args, r.st.QueryRowScan(&held, &version, &ended))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
@@ -218,7 +219,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 // it could be read.
 func (r *Repository[T]) releaseGone(ctx context.Context, lease *Lease, id any) error {
 	err := fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, &locking.NotFoundError{Table: r.m.table, ID: id})
-	if _, rerr := r.execResult(context.WithoutCancel(ctx), r.m.leases.pg.releaseKey, []any{r.m.table, lease.Key, hashToken(lease.Token)}); rerr != nil {
+	if _, rerr := r.st.ExecResult(context.WithoutCancel(ctx), r.m.leases.pg.releaseKey, []any{r.m.table, lease.Key, hashToken(lease.Token)}); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("giving the lease back: %w", rerr))
 	}
 	return err
@@ -232,7 +233,7 @@ func (r *Repository[T]) getAndLockPG(ctx context.Context, id any, lease *Lease, 
 	args = r.m.keyArgs(args, id)
 	acquired, expires, gone, err := r.grantRead(ctx, args, lease, &e)
 	switch {
-	case isNoRows(err):
+	case store.IsNoRows(err):
 		return nil, nil, r.acquireRefused(ctx, id)
 	case err != nil:
 		return nil, nil, fmt.Errorf("%s: Leases.Acquire id=%v: %w", r.m.table, id, err)

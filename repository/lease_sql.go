@@ -10,11 +10,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
 )
 
 // leaseSQL holds the lease statements of one repository's table.
 type leaseSQL struct {
-	acquire, release, renew, sweep stmt
+	acquire, release, renew, sweep store.Stmt
 	state                          string
 	// acquireBack reads the lease acquire wrote, by its token, where
 	// acquire cannot return it (MySQL); "" otherwise.
@@ -62,7 +63,7 @@ func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
 		live = " AND " + table + "." + quote(m.deletedAt.DBName) + " IS NULL"
 	}
 	q := func(s string) string { return rebind(db, strings.ReplaceAll(s, "NOW", now)) }
-	w := func(s string) stmt { return boundStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
+	w := func(s string) store.Stmt { return boundStmt(db, m.caps, strings.ReplaceAll(s, "NOW", now)) }
 	// A lease is named by its Key and by its record's ID, and the two must
 	// agree: a lease whose Key names another record than its ID (forged,
 	// or mixed up) can neither end one record's lease nor write another.
@@ -121,12 +122,12 @@ ON DUPLICATE KEY UPDATE
 // the WHERE clause ends after its last placeholder, into a stmt: the text
 // without the mark, and the bounded form with the dialect's SelfLockTimeout
 // condition there (its parameter the last).
-func boundStmt(db *gorm.DB, caps dialect.Caps, s string) stmt {
-	st := stmt{text: rebind(db, strings.Replace(s, "{bound}", "", 1))}
+func boundStmt(db *gorm.DB, caps dialect.Caps, s string) store.Stmt {
+	st := store.Stmt{Text: rebind(db, strings.Replace(s, "{bound}", "", 1))}
 	if caps.StatementTimeout != "" {
-		st.bounded = st.text // bounded by a prefix, see stmt
+		st.Bounded = st.Text // bounded by a prefix, see store.Stmt
 	} else if caps.SelfLockTimeout != "" {
-		st.bounded = rebind(db, strings.Replace(s, "{bound}", " AND "+caps.SelfLockTimeout, 1))
+		st.Bounded = rebind(db, strings.Replace(s, "{bound}", " AND "+caps.SelfLockTimeout, 1))
 	}
 	return st
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"time"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -54,7 +53,7 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 	return r.upsert(ctx, id, nil, fn, "mutate", opts)
 }
 
-// Upsert is the seed's "addOrUpdate": it loads record id, or when it does not
+// Upsert is "add or update": it loads record id, or when it does not
 // exist builds it with create (whose key is then set to id), applies mutate,
 // and writes it — Update for a loaded record, Create for a new one. When the
 // write loses a race — the record changed (locking.ErrStaleData), or another
@@ -104,132 +103,22 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	if len(cfg.lock) > 0 {
 		return nil, locking.Invalid("%s: lock options apply to MutateRowLocked; Mutate and Upsert take no locks", r.m.table)
 	}
-	rep := MutateReport{Table: r.m.table, ID: id, Op: kind}
-	key := keyString(id) // the record's name in the turns and the heat map
-	_, inTx := r.conn(ctx)
+	c := &upsertCall[T]{r: r, id: id, key: keyString(id), create: create, mutate: mutate, kind: kind, cfg: cfg,
+		rep: MutateReport{Table: r.m.table, ID: id, Op: kind}}
+	_, inTx := r.st.Conn(ctx)
 	if !inTx {
 		// Callers in this process take turns on the record instead of
 		// racing (see turns). Not inside a transaction: one that already
 		// holds row locks must not also wait on an in-process queue.
-		tu, err := r.turns.take(ctx, key)
+		tu, err := r.turns.take(ctx, c.key)
 		if err != nil {
-			r.finish(ctx, cfg, &rep, err)
+			r.finish(ctx, cfg, &c.rep, err)
 			return nil, err
 		}
 		defer r.turns.give(tu)
 	}
-	var out *T
-	// attempt is one read-modify-write. With locked set its read locks
-	// the row (ctx then carries the transaction), and locked is called once
-	// the lock is held.
-	attempt := func(ctx context.Context, locked func()) error {
-		var e *T
-		var err error
-		if locked != nil {
-			e, err = r.lockRow(ctx, id, lockConfig{})
-			locked()
-		} else {
-			if r.heat != nil && r.heat.lockNS.Load() == 0 {
-				// No uncontended lock measured yet: the read's time is
-				// the estimate (see heat.noteLock).
-				begin := time.Now()
-				e, err = r.Get(ctx, id)
-				if err == nil {
-					average(&r.heat.readNS, time.Since(begin))
-				}
-			} else {
-				e, err = r.Get(ctx, id)
-			}
-		}
-		created := false
-		switch {
-		case err == nil:
-		case errors.Is(err, locking.ErrNotFound) && create != nil:
-			e = create()
-			if e == nil {
-				return locking.Invalid("%s: Upsert id=%v: create returned nil", r.m.table, id)
-			}
-			if err := r.m.setKey(ctx, reflect.ValueOf(e).Elem(), id); err != nil {
-				return fmt.Errorf("%s: Upsert id=%v: set key: %w", r.m.table, id, err)
-			}
-			created = true
-		default:
-			return err
-		}
-		if err := r.applyFn(ctx, e, id, mutate); err != nil {
-			return err
-		}
-		if created {
-			err = r.createInSavepoint(ctx, e)
-			if errors.Is(err, locking.ErrAlreadyExists) {
-				// Lost the race to create id, or violated another unique
-				// index? Only the first is worth another attempt.
-				_, exists, deleted, xerr := r.currentVersion(ctx, id)
-				switch {
-				case xerr != nil:
-					return errors.Join(err, xerr)
-				case deleted:
-					// Not a race: a soft-deleted record holds the key.
-					return &softDeletedError{table: r.m.table, id: id, err: err}
-				case exists:
-					return &conflictError{err}
-				}
-			}
-		} else {
-			err = r.Update(ctx, e)
-			if errors.Is(err, locking.ErrNotFound) && create != nil {
-				return &conflictError{err} // deleted meanwhile: start over and create
-			}
-		}
-		if err != nil {
-			return err
-		}
-		out = e
-		return nil
-	}
-	retry := isConflict
-	if !inTx {
-		retry = isConflictOrAborted
-	}
-	// Adaptive (see adaptive.go): outside a transaction, a hot record's
-	// attempts run locked, and so does the attempt after a lost race.
-	adaptive := r.heat != nil && !inTx
-	locked := adaptive && r.heat.hot(key, time.Now)
-	rep.Hot = locked
-	var kc keyedCall
-	optimistic := func(ctx context.Context) error { return attempt(ctx, nil) }
-	lockedAttempt := func(ctx context.Context) error {
-		begin := time.Now()
-		return r.lockedTx(ctx, lockConfig{}, func(ctx context.Context) error {
-			return r.withOpKey(ctx, cfg.op, &kc, kind, id, func(ctx context.Context) error {
-				// A lock that took longer than an uncontended one
-				// waited for another writer: the record is still hot.
-				return attempt(ctx, func() {
-					if r.heat.noteLock(time.Since(begin)) {
-						rep.Waited = true
-						r.heat.warm(key, time.Now())
-					}
-				})
-			}, &out)
-		})
-	}
-	err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, retry), func(ctx context.Context) error {
-		rep.Attempts++
-		if locked {
-			rep.Locked++
-			return kc.attempted(cfg.op != nil, lockedAttempt(ctx))
-		}
-		err := r.withOpKey(ctx, cfg.op, &kc, kind, id, optimistic, &out)
-		if adaptive && isConflictOrAborted(err) {
-			// Lost a race with another writer of the record: it is
-			// hot, and the next attempt queues on its lock, at once.
-			r.heat.warm(key, time.Now())
-			locked, rep.Escalated = true, true
-			return locking.RetryNow(err)
-		}
-		return err
-	})
-	return r.settle(ctx, cfg, &rep, &kc, out, err)
+	err = c.run(ctx, inTx)
+	return r.settle(ctx, cfg, &c.rep, &c.kc, c.out, err)
 }
 
 // conflictError marks a lost race other than a stale update (another caller
@@ -319,7 +208,7 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 		return nil
 	}
 	if kc.uncertain {
-		prior, err := r.lookupOperation(ctx, k.key)
+		prior, err := r.ops().lookupOperation(ctx, k.key)
 		if err != nil {
 			return locking.Unknown(fmt.Errorf("%s: an earlier attempt's outcome is unknown, and asking whether operation %q was applied failed: %w", r.m.table, k.key, err))
 		}
@@ -373,9 +262,9 @@ func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetry
 // createInSavepoint creates e; inside a transaction it does so in a savepoint
 // so a duplicate key does not abort the caller's transaction (PostgreSQL).
 func (r *Repository[T]) createInSavepoint(ctx context.Context, e *T) error {
-	db, inTx := r.conn(ctx)
+	db, inTx := r.st.Conn(ctx)
 	if !inTx {
 		return r.Create(ctx, e)
 	}
-	return inSavepoint(ctx, db, func() error { return r.Create(ctx, e) })
+	return store.InSavepoint(ctx, db, func() error { return r.Create(ctx, e) })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 
+	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -66,7 +67,7 @@ func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T)
 	var kc keyedCall
 	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, &kc, "mutate", id, attempt, &out) }
 	rep := MutateReport{Table: r.m.table, ID: id, Op: "mutateRowLocked"}
-	if _, inTx := r.conn(ctx); inTx {
+	if _, inTx := r.st.Conn(ctx); inTx {
 		rep.Attempts = 1
 		err = keyed(ctx)
 	} else {
@@ -109,5 +110,5 @@ func isLockRetryable(err error) bool {
 // lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
 // LockTimeout bound the wait for the write lock at BEGIN.
 func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
-	return r.runTx(ctx, r.db, nil, lockWait{nowait: lc.nowait, limit: lc.timeout}, r.m.table+": MutateRowLocked", fn)
+	return r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{NoWait: lc.nowait, Limit: lc.timeout}, r.m.table+": MutateRowLocked", fn)
 }

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -137,28 +138,34 @@ type Operation struct {
 
 // opSQL holds the statements on OperationTable for one dialect.
 type opSQL struct {
-	insert, purge, deleteExpired stmt
+	insert, purge, deleteExpired store.Stmt
 	lookup                       string
 }
 
 var opSQLs sync.Map // dialect name -> *opSQL
 
+// ops is a store with the operation table's statements.
+type ops struct{ store.Store }
+
+// ops returns the repository's store as ops.
+func (r *Repository[T]) ops() ops { return ops{r.st} }
+
 // opStatements returns the operation statements of s's dialect.
-func (s store) opStatements() *opSQL {
-	if q, ok := opSQLs.Load(s.caps.Name); ok {
+func (s ops) opStatements() *opSQL {
+	if q, ok := opSQLs.Load(s.Caps.Name); ok {
 		return q.(*opSQL)
 	}
-	now := s.caps.NowMillis
-	w := func(sql string) stmt { return boundStmt(s.db, s.caps, strings.ReplaceAll(sql, "NOW", now)) }
+	now := s.Caps.NowMillis
+	w := func(sql string) store.Stmt { return boundStmt(s.Gorm, s.Caps, strings.ReplaceAll(sql, "NOW", now)) }
 	q := &opSQL{
 		insert: w(`INSERT INTO ` + OperationTable + ` (op_key, resource, record_key, kind, version, fingerprint, created_ms, expires_ms)
 SELECT ?, ?, ?, ?, ?, ?, c.now_ms, c.now_ms + ? FROM (SELECT NOW AS now_ms) AS c WHERE 1 = 1{bound}`),
 		purge:         w(`DELETE FROM ` + OperationTable + ` WHERE expires_ms <= NOW{bound}`),
 		deleteExpired: w(`DELETE FROM ` + OperationTable + ` WHERE op_key = ? AND expires_ms <= NOW{bound}`),
-		lookup: rebind(s.db, strings.ReplaceAll(`SELECT resource, record_key, kind, version, fingerprint, created_ms, expires_ms,
+		lookup: rebind(s.Gorm, strings.ReplaceAll(`SELECT resource, record_key, kind, version, fingerprint, created_ms, expires_ms,
 CASE WHEN expires_ms <= NOW THEN 1 ELSE 0 END FROM `+OperationTable+` WHERE op_key = ?`, "NOW", now)),
 	}
-	opSQLs.Store(s.caps.Name, q)
+	opSQLs.Store(s.Caps.Name, q)
 	return q
 }
 
@@ -167,8 +174,8 @@ CASE WHEN expires_ms <= NOW THEN 1 ELSE 0 END FROM `+OperationTable+` WHERE op_k
 var errKeyTaken = errors.New("operation key already recorded")
 
 // recordOp inserts op into OperationTable in the transaction of ctx.
-func (s store) recordOp(ctx context.Context, op Operation, retention time.Duration) error {
-	_, err := s.execResult(ctx, s.opStatements().insert,
+func (s ops) recordOp(ctx context.Context, op Operation, retention time.Duration) error {
+	_, err := s.ExecResult(ctx, s.opStatements().insert,
 		[]any{op.Key, op.Table, op.RecordKey, op.Kind, op.Version, op.Fingerprint, retention.Milliseconds()})
 	if errors.Is(err, locking.ErrAlreadyExists) {
 		return fmt.Errorf("%w: %w", errKeyTaken, err)
@@ -178,14 +185,14 @@ func (s store) recordOp(ctx context.Context, op Operation, retention time.Durati
 
 // lookupOp reads the record of key (in the transaction of ctx, if any); nil
 // when there is none. expired reports a record past its retention.
-func (s store) lookupOp(ctx context.Context, key string) (op *Operation, expired bool, err error) {
-	db, _ := s.conn(ctx)
+func (s ops) lookupOp(ctx context.Context, key string) (op *Operation, expired bool, err error) {
+	db, _ := s.Conn(ctx)
 	var o Operation
 	var created, expires, exp int64
-	err = s.scanSQL(ctx, db.Statement.ConnPool, s.opStatements().lookup, []any{key},
+	err = s.ScanSQL(ctx, db.Statement.ConnPool, s.opStatements().lookup, []any{key},
 		&o.Table, &o.RecordKey, &o.Kind, &o.Version, &o.Fingerprint, &created, &expires, &exp)
 	switch {
-	case isNoRows(err):
+	case store.IsNoRows(err):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("reading operation %q: %w", key, locking.Classify(err))
@@ -213,9 +220,9 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 			if err != nil {
 				return err
 			}
-			return r.recordOp(ctx, Operation{Key: k.key, Table: r.m.table, RecordKey: rk, Kind: kind, Version: v, Fingerprint: k.fingerprint}, r.opRetention)
+			return r.ops().recordOp(ctx, Operation{Key: k.key, Table: r.m.table, RecordKey: rk, Kind: kind, Version: v, Fingerprint: k.fingerprint}, r.opRetention)
 		}
-		err := r.savepointOrRunTx(ctx, r.m.table+": "+kind, body)
+		err := r.st.SavepointOrRunTx(ctx, r.m.table+": "+kind, body)
 		if err == nil {
 			return nil, nil
 		}
@@ -226,7 +233,7 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 			!errors.Is(err, locking.ErrNotFound) && !errors.Is(err, locking.ErrAlreadyExists) {
 			return nil, err
 		}
-		prior, expired, lerr := r.lookupOp(ctx, k.key)
+		prior, expired, lerr := r.ops().lookupOp(ctx, k.key)
 		switch {
 		case lerr != nil:
 			return nil, errors.Join(err, lerr)
@@ -235,7 +242,7 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 		case expired && try == 0:
 			// Forgotten: the key names a new operation. Drop the old
 			// record and run once more.
-			if _, derr := r.execResult(ctx, r.opStatements().deleteExpired, []any{k.key}); derr != nil {
+			if _, derr := r.st.ExecResult(ctx, r.ops().opStatements().deleteExpired, []any{k.key}); derr != nil {
 				return nil, errors.Join(err, derr)
 			}
 			continue
@@ -260,15 +267,15 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 // A record past its retention is still reported (ExpiresAt says so) until
 // PurgeOperations deletes it. ctx governs the wait.
 func LookupOperation(ctx context.Context, db *gorm.DB, key string) (*Operation, error) {
-	s, err := storeOf(db, "LookupOperation")
+	s, err := store.Of(db, "LookupOperation")
 	if err != nil {
 		return nil, err
 	}
-	return s.lookupOperation(ctx, key)
+	return ops{s}.lookupOperation(ctx, key)
 }
 
 // lookupOperation is LookupOperation on s.
-func (s store) lookupOperation(ctx context.Context, key string) (*Operation, error) {
+func (s ops) lookupOperation(ctx context.Context, key string) (*Operation, error) {
 	k := OpKey(key)
 	if err := k.validate(); err != nil {
 		return nil, err
@@ -282,7 +289,7 @@ func (s store) lookupOperation(ctx context.Context, key string) (*Operation, err
 		}
 		return err
 	}
-	err := s.savepointOrRunTx(ctx, "LookupOperation", probe)
+	err := s.SavepointOrRunTx(ctx, "LookupOperation", probe)
 	switch {
 	case errors.Is(err, errProbed):
 		return nil, nil
@@ -303,11 +310,11 @@ var errProbed = errors.New("probe inserted")
 // daily): the table holds one row per operation-keyed write made within the
 // retention, and the expired rows until they are purged.
 func PurgeOperations(ctx context.Context, db *gorm.DB) (int64, error) {
-	s, err := storeOf(db, "PurgeOperations")
+	s, err := store.Of(db, "PurgeOperations")
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.execResult(ctx, s.opStatements().purge, nil)
+	n, err := ops{s}.ExecResult(ctx, ops{s}.opStatements().purge, nil)
 	if err != nil {
 		return 0, fmt.Errorf("PurgeOperations: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -44,7 +45,7 @@ func (r *Repository[T]) Get(ctx context.Context, id any, opts ...ReadOption) (*T
 	if err != nil {
 		return nil, err
 	}
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	var e T
 	switch query := r.m.selectSQL; {
 	case query == "" || len(rc.preloads) > 0:
@@ -69,7 +70,7 @@ func (r *Repository[T]) Get(ctx context.Context, id any, opts ...ReadOption) (*T
 // database (see primary), with the soft-delete scope and preloads asked
 // for.
 func (r *Repository[T]) gormRead(ctx context.Context, db *gorm.DB, includeDeleted bool, preloads []preload) (*gorm.DB, error) {
-	q := primary(db.WithContext(ctx))
+	q := store.Primary(db.WithContext(ctx))
 	if includeDeleted {
 		q = q.Unscoped()
 	}
@@ -103,7 +104,7 @@ func (r *Repository[T]) checkPreload(name string) error {
 // readRow reads record id into e with query, selectSQL or one of its locked
 // forms. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
 func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, query string, e *T, id any) (err error) {
-	rows, err := r.querySQL(ctx, pool, query, r.m.keyArgs(nil, id))
+	rows, err := r.st.QuerySQL(ctx, pool, query, r.m.keyArgs(nil, id))
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ func Offset(n int) FilterOption {
 // Preload loads associations. An unknown OrderBy column or a bad Limit
 // or Offset gives an error matching locking.ErrInvalidArgument before any I/O.
 func (r *Repository[T]) Find(ctx context.Context, opts ...FindOption) ([]T, error) {
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	tx, err := r.findQuery(db.WithContext(ctx), opts)
 	if err != nil {
 		return nil, err

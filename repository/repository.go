@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -15,7 +16,7 @@ import (
 // T's version. Build it once with New and share it: it is safe for concurrent
 // use and holds no per-call state.
 type Repository[T any] struct {
-	store
+	st     store.Store
 	m      *meta
 	retry  locking.RetryPolicy
 	leases *leaseLimits // nil without WithLeases
@@ -73,21 +74,21 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 			return nil, err
 		}
 	}
-	st, err := storeOf(db, "repository")
+	st, err := store.Of(db, "repository")
 	if err != nil {
 		return nil, err
 	}
-	m, err := buildMeta[T](db, st.caps)
+	m, err := buildMeta[T](db, st.Caps)
 	if err != nil {
 		return nil, err
 	}
 	m.buildSQL(db, o.leases != nil)
 	if o.callbacks != nil {
-		st.callbacks = *o.callbacks
+		st.Callbacks = *o.callbacks
 	}
 
 	r := &Repository[T]{
-		store:       st,
+		st:          st,
 		m:           m,
 		retry:       o.retry,
 		leases:      o.leases,
@@ -96,7 +97,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 		mutateHook:  o.mutateHook,
 	}
 	if o.adaptive {
-		r.heat = &heat{singleWriter: st.caps.SingleWriter}
+		r.heat = &heat{singleWriter: st.Caps.SingleWriter}
 	}
 	return r, nil
 }
@@ -109,7 +110,7 @@ func (r *Repository[T]) Table() string { return r.m.table }
 // unguarded reads the repository does not offer; writes through it bypass the
 // version guard.
 func (r *Repository[T]) DB(ctx context.Context) *gorm.DB {
-	db, _ := r.conn(ctx)
+	db, _ := r.st.Conn(ctx)
 	return db.WithContext(ctx)
 }
 

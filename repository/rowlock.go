@@ -14,6 +14,8 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/sqlitegate"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -21,7 +23,7 @@ import (
 // read needs one: a lock taken outside a transaction would end with its
 // statement, protecting nothing.
 func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, error) {
-	db, inTx := r.conn(ctx)
+	db, inTx := r.st.Conn(ctx)
 	if !inTx {
 		return nil, locking.Invalid("%s: %s needs a transaction: a row lock lasts until the transaction ends, so call it inside RunInTx (or use MutateRowLocked, which runs its own)", r.m.table, method)
 	}
@@ -66,7 +68,7 @@ func (r *Repository[T]) lockRow(ctx context.Context, id any, lc lockConfig) (*T,
 	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, rowLock bool) error {
 		switch {
 		case r.m.selectSQL == "":
-			return primary(q).Take(&e, r.m.keyCond(id)).Error
+			return store.Primary(q).Take(&e, r.m.keyCond(id)).Error
 		case rowLock:
 			return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lc), &e, id)
 		}
@@ -111,7 +113,7 @@ func (r *Repository[T]) LockRows(ctx context.Context, ids []any, opts ...LockOpt
 		return out, nil
 	}
 	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ bool) error {
-		return primary(q).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
+		return store.Primary(q).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: LockRows: %w", r.m.table, r.lockError(lc, err, nil))
@@ -186,7 +188,7 @@ func dedupSorted(keys []any) []any {
 }
 
 // lockedRead runs read with the lock lc asks for, the way the database
-// provides it (see internal/dialect): read gets a query carrying the locking
+// provides it (the dialect's capabilities): read gets a query carrying the locking
 // clause, and rowLock true where a statement of its own must lock the row
 // itself (FOR UPDATE, see meta.lockedSelect); false where the lock is
 // already taken (SQLite's write lock).
@@ -209,7 +211,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			return err
 		}
 		err = read(db.WithContext(ctx).Clauses(lock), true)
-		noteRolledBack(ctx, r.store, err)
+		store.NoteRolledBack(ctx, r.st, err)
 		var server interface{ SQLState() string }
 		if restore != nil && (r.m.caps.Name != dialect.Postgres || !errors.As(err, &server)) {
 			// On PostgreSQL, after an error from the server the
@@ -227,10 +229,10 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		}
 		return err
 	case dialect.WriteLock:
-		if tx, ok := db.Statement.ConnPool.(*sqliteTx); ok {
+		if tx, ok := db.Statement.ConnPool.(*sqlitegate.Tx); ok {
 			// RunInTx's and MutateRowLocked's transactions began IMMEDIATE
 			// and hold the write lock already; a read-only one never may.
-			if tx.gate == nil {
+			if tx.ReadOnly() {
 				return locking.Invalid("%s: a read-only transaction cannot lock", r.m.table)
 			}
 		} else if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
@@ -252,23 +254,23 @@ func (r *Repository[T]) setLockTimeout(ctx context.Context, pool gorm.ConnPool, 
 	}
 	if r.m.caps.Name == dialect.Postgres {
 		var old, set string
-		if err := r.scanSQL(ctx, pool, pgSetLockTimeout, []any{millis(lc.timeout)}, &old, &set); err != nil {
+		if err := r.st.ScanSQL(ctx, pool, pgSetLockTimeout, []any{millis(lc.timeout)}, &old, &set); err != nil {
 			return nil, fmt.Errorf("setting lock_timeout: %w", err)
 		}
 		return func() error {
-			_, err := r.execSQL(ctx, pool, pgRestoreLockTimeout, []any{old})
+			_, err := r.st.ExecSQL(ctx, pool, pgRestoreLockTimeout, []any{old})
 			return err
 		}, nil
 	}
 	var old string
-	if err := r.scanSQL(ctx, pool, "SELECT @@max_statement_time", nil, &old); err != nil {
+	if err := r.st.ScanSQL(ctx, pool, "SELECT @@max_statement_time", nil, &old); err != nil {
 		return nil, fmt.Errorf("reading max_statement_time: %w", err)
 	}
-	if _, err := r.execSQL(ctx, pool, "SET max_statement_time = "+seconds(time.Duration(ceilMillis(lc.timeout))*time.Millisecond), nil); err != nil {
+	if _, err := r.st.ExecSQL(ctx, pool, "SET max_statement_time = "+store.Seconds(time.Duration(ceilMillis(lc.timeout))*time.Millisecond), nil); err != nil {
 		return nil, fmt.Errorf("setting max_statement_time: %w", err)
 	}
 	return func() error {
-		_, err := r.execSQL(context.WithoutCancel(ctx), pool, "SET max_statement_time = "+old, nil)
+		_, err := r.st.ExecSQL(context.WithoutCancel(ctx), pool, "SET max_statement_time = "+old, nil)
 		return err
 	}, nil
 }
@@ -337,7 +339,7 @@ func (r *Repository[T]) takeWriteLock(ctx context.Context, pool gorm.ConnPool, l
 		}
 		defer func() { err = errors.Join(err, restore()) }()
 	}
-	_, err = r.execSQL(ctx, pool, r.m.writeLockSQL, nil)
+	_, err = r.st.ExecSQL(ctx, pool, r.m.writeLockSQL, nil)
 	return err
 }
 

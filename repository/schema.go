@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -147,14 +148,14 @@ func askable(ctx context.Context, db *gorm.DB) error {
 // migrations, when you use operation keys; VerifySchema does not check this
 // table. ctx governs the queries; a failure to ask is returned as such.
 func VerifyOperationSchema(ctx context.Context, db *gorm.DB) error {
-	s, err := storeOf(db, "VerifyOperationSchema")
+	s, err := store.Of(db, "VerifyOperationSchema")
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("VerifyOperationSchema: %w", err)
 	}
-	conn, _ := s.conn(ctx)
+	conn, _ := s.Conn(ctx)
 	problems, err := verifyOwnTable(ctx, conn.WithContext(ctx), operationTableSpec)
 	if err != nil {
 		return fmt.Errorf("VerifyOperationSchema: %w", err)

@@ -6,25 +6,29 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 )
 
 func TestTurns(t *testing.T) {
 	var tu turns
 	ctx := context.Background()
 	held, err := tu.take(ctx, "a")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Another key is free; the same key waits until the holder is done.
 	other, err := tu.take(ctx, "b")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tu.give(other)
 
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err = tu.take(short, "a")
-	require.True(t, errors.Is(err, context.DeadlineExceeded), "waiting ends with ctx: %v", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting ends with ctx: %v", err)
+	}
 
 	got := make(chan struct{})
 	go func() {
@@ -41,7 +45,7 @@ func TestTurns(t *testing.T) {
 	}
 	tu.give(held)
 	<-got
-	require.Eventually(t, func() bool { return tu.size() == 0 }, time.Second, time.Millisecond, "no entry is left behind")
+	eventually(t, func() bool { return tu.size() == 0 }, "no entry is left behind")
 
 	// Many callers, one at a time.
 	var mu sync.Mutex
@@ -68,8 +72,9 @@ func TestTurns(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Equal(t, 1, most)
-	require.Zero(t, tu.size())
+	if most != 1 || tu.size() != 0 {
+		t.Fatalf("at most %d callers at once (want 1), %d entries left (want 0)", most, tu.size())
+	}
 }
 
 // A waiter that gives up just as the turn is handed to it must neither keep
@@ -80,7 +85,9 @@ func TestTurnsHandOffRacesCancellation(t *testing.T) {
 	ctx := context.Background()
 	for i := range 500 {
 		holder, err := tu.take(ctx, "k")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		bctx, cancel := context.WithCancel(ctx)
 		bDone := make(chan *turn, 1)
 		go func() {
@@ -100,11 +107,11 @@ func TestTurnsHandOffRacesCancellation(t *testing.T) {
 		} else {
 			close(cDone)
 		}
-		require.Eventually(t, func() bool {
+		eventually(t, func() bool {
 			tu.mu.Lock()
 			defer tu.mu.Unlock()
 			return tu.m["k"].waiters == 2+map[bool]int{true: 1}[withC]
-		}, time.Second, 10*time.Microsecond)
+		}, "the waiters queue")
 		go cancel()
 		tu.give(holder)
 		if b := <-bDone; b != nil {
@@ -118,9 +125,13 @@ func TestTurnsHandOffRacesCancellation(t *testing.T) {
 		short, stop := context.WithTimeout(ctx, time.Second)
 		again, err := tu.take(short, "k")
 		stop()
-		require.NoError(t, err, "round %d: the turn was lost", i)
+		if err != nil {
+			t.Fatalf("round %d: the turn was lost: %v", i, err)
+		}
 		tu.give(again)
-		require.Zero(t, tu.size(), "round %d", i)
+		if n := tu.size(); n != 0 {
+			t.Fatalf("round %d: %d entries left", i, n)
+		}
 	}
 }
 
@@ -145,6 +156,19 @@ func TestTurnsCancelledCallerLeavesTheTurn(t *testing.T) {
 		default:
 			t.Fatalf("round %d: the waiter's turn was lost", i)
 		}
-		require.Equal(t, 1, tu.size())
+		if n := tu.size(); n != 1 {
+			t.Fatalf("%d entries, want 1", n)
+		}
+	}
+}
+
+// eventually fails the test unless cond holds within a second.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for end := time.Now().Add(time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("not within a second: %s", what)
+		}
+		time.Sleep(10 * time.Microsecond)
 	}
 }

@@ -56,7 +56,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		}
 	}
 	h := r.hooksFor(true)
-	err := RunInTx(ctx, r.db, func(ctx context.Context) error {
+	err := RunInTx(ctx, r.st.Gorm, func(ctx context.Context) error {
 		var failed []error
 		for i := range rows {
 			row := &rows[i]

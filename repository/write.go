@@ -12,6 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/sqlitegate"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -120,7 +122,7 @@ var writeKinds = [...]struct {
 	kindRestore:    {"Restore", "restore", "restore", deletedRows},
 }
 
-func (m *meta) stmtOf(k writeKind) stmt {
+func (m *meta) stmtOf(k writeKind) store.Stmt {
 	switch k {
 	case kindBump:
 		return m.bump
@@ -190,8 +192,8 @@ func (r *Repository[T]) runWrite(ctx context.Context, wc writeConfig, hooked boo
 			return keyString(id), v, err
 		})
 	}
-	if _, inTx := r.conn(ctx); hooked && !inTx {
-		return nil, r.runTx(ctx, r.db, nil, lockWait{}, r.m.table+": "+writeKinds[kind].method, func(ctx context.Context) error {
+	if _, inTx := r.st.Conn(ctx); hooked && !inTx {
+		return nil, r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{}, r.m.table+": "+writeKinds[kind].method, func(ctx context.Context) error {
 			_, err := write(ctx)
 			return err
 		})
@@ -251,14 +253,14 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	var err error
 	switch r.m.caps.VersionBack {
 	case dialect.Returning:
-		err = r.exec(ctx, s, args, r.queryRowScan(&w.version))
-		if n = 1; isNoRows(err) {
+		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&w.version))
+		if n = 1; store.IsNoRows(err) {
 			n, err = 0, nil
 		}
 	case dialect.LastInsertID:
-		n, w.version, err = r.execResultID(ctx, s, args)
+		n, w.version, err = r.st.ExecResultID(ctx, s, args)
 	default:
-		n, err = r.execResult(ctx, s, args)
+		n, err = r.st.ExecResult(ctx, s, args)
 		w.version = va.v
 	}
 	if err != nil {
@@ -275,7 +277,7 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 // created again after a delete gets a version above the deleted one's. v
 // is the value last sent.
 //
-// Each send reads the clock once (sending marks it pending); any other
+// Each send reads the clock once (Sending marks it pending); any other
 // call of Value — GORM's logger explaining the statement — returns the
 // value sent.
 type versionArg struct {
@@ -283,6 +285,14 @@ type versionArg struct {
 	v       int64
 	pending bool
 }
+
+var _ store.LateArg = (*versionArg)(nil)
+
+// Sending implements store.LateArg: the next Value reads the clock.
+func (a *versionArg) Sending() { a.pending = true }
+
+// Sent implements store.LateArg: the version last sent.
+func (a *versionArg) Sent() any { return a.v }
 
 // Value implements driver.Valuer.
 func (a *versionArg) Value() (driver.Value, error) {
@@ -365,7 +375,7 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...DeleteOption) 
 			}
 			version = w.version
 		} else {
-			n, err := r.execResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, len(r.m.pks)+2), id, expected))
+			n, err := r.st.ExecResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, len(r.m.pks)+2), id, expected))
 			if err != nil {
 				return 0, fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
 			}
@@ -404,12 +414,12 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 // if there is one; found is false when it does not exist, deleted true when
 // it is soft-deleted.
 func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int64, found, deleted bool, err error) {
-	db, inTx := r.conn(ctx)
+	db, inTx := r.st.Conn(ctx)
 	query := r.m.versionSQL
 	if inTx {
 		query = r.m.versionSQLInTx
 	}
-	err = r.scanSQL(ctx, db.Statement.ConnPool, query, r.m.keyArgs(nil, id), &version, &deleted)
+	err = r.st.ScanSQL(ctx, db.Statement.ConnPool, query, r.m.keyArgs(nil, id), &version, &deleted)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, false, false, nil
@@ -465,14 +475,14 @@ func (r *Repository[T]) checkIsolation(ctx context.Context, method string) error
 	if r.m.leases == nil || r.m.caps.Name != dialect.Postgres {
 		return nil
 	}
-	st, ok := ctx.Value(txKey{}).(*txState)
-	if !ok || st.sqlDB != r.sqlDB {
+	iso, ok := store.Isolation(ctx, r.st.SQLDB)
+	if !ok {
 		return nil
 	}
-	switch st.iso {
+	switch iso {
 	case sql.LevelRepeatableRead, sql.LevelSnapshot, sql.LevelSerializable, sql.LevelLinearizable:
 		return fmt.Errorf("%w: %s: %s: a repository WithLeases writes only in READ COMMITTED transactions (this one is %v): a lease taken after the transaction's snapshot would be invisible to it",
-			locking.ErrNotSupported, r.m.table, method, st.iso)
+			locking.ErrNotSupported, r.m.table, method, iso)
 	}
 	return nil
 }

@@ -1,11 +1,9 @@
 package rest
 
 import (
+	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestParseCondition(t *testing.T) {
@@ -34,17 +32,20 @@ func TestParseCondition(t *testing.T) {
 	} {
 		got, err := parseCondition(tc.in)
 		if tc.bad {
-			assert.Error(t, err, "%q", tc.in)
+			if err == nil {
+				t.Errorf("%q: accepted, want an error", tc.in)
+			}
 			continue
 		}
-		require.NoError(t, err, "%q", tc.in)
-		assert.Equal(t, tc.want, got, "%q", tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
 	}
 	c, _ := parseCondition([]string{`W/"3", "4"`})
-	assert.False(t, c.matchStrong(3))
-	assert.True(t, c.matchWeak(3))
-	assert.True(t, c.matchStrong(4))
-	assert.False(t, c.matchStrong(5))
+	if c.matchStrong(3) || !c.matchWeak(3) || !c.matchStrong(4) || c.matchStrong(5) {
+		t.Errorf(`W/"3", "4": strong 3 %v (want false), weak 3 %v (want true), strong 4 %v (want true), strong 5 %v (want false)`,
+			c.matchStrong(3), c.matchWeak(3), c.matchStrong(4), c.matchStrong(5))
+	}
 }
 
 // Parsing never panics, and what it accepts prints back to the same list.

@@ -1,6 +1,8 @@
 // Package rest exposes a repository.Repository as a JSON resource over HTTP,
 // with the record's version as its ETag, so HTTP clients get the same
-// protection against lost updates as Go callers (the Invenio seed).
+// protection against lost updates as Go callers: a write must name the
+// version it read in If-Match, and gets 412 when the record moved on. The
+// guide is docs/http.md.
 //
 // The smallest complete program:
 //
@@ -13,7 +15,7 @@
 //
 //		"github.com/gormlock/gormlock/migrations"
 //		"github.com/gormlock/gormlock/models"
-//		"github.com/gormlock/gormlock/opendb"
+//		"github.com/gormlock/gormlock/opendb/sqlite"
 //		"github.com/gormlock/gormlock/repository"
 //		"github.com/gormlock/gormlock/rest"
 //	)
@@ -24,7 +26,7 @@
 //	}
 //
 //	func main() {
-//		db, err := opendb.SQLite("notes.db")
+//		db, err := sqlite.Open("notes.db")
 //		if err != nil {
 //			log.Fatal(err)
 //		}

@@ -2,10 +2,15 @@
 // optimistic locking and once with pessimistic locking, prints each mode's
 // throughput and checks that the total balance never changes.
 //
-//	go run ./examples/bank                                 # embedded SQLite, in a temporary file
-//	go run ./examples/bank -workers 32 -accounts 4         # more contention
-//	go run ./examples/bank -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-//	go run ./examples/bank -mode unguarded                 # what happens without either
+// From the examples directory:
+//
+//	go run ./bank                                  # embedded SQLite, in a temporary file
+//	go run ./bank -workers 32 -accounts 4          # more contention
+//	go run ./bank -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./bank -dsn 'root@tcp(127.0.0.1:3306)/test'    # MySQL or MariaDB
+//	go run ./bank -mode unguarded                  # what happens without either
+//
+// or from the repository root, go run ./examples/bank with the same flags.
 //
 // A transfer moves a random amount (1 to 10) from one random account to
 // another, refusing to overdraw. The modes:
@@ -21,8 +26,10 @@
 //     negative control: concurrent transfers overwrite each other and money
 //     appears or disappears.
 //
-// Each mode starts from fresh accounts holding 1000 each; the program exits
-// with status 1 when a guarded mode's total changed.
+// The program creates the accounts table with GORM's AutoMigrate when it is
+// missing. Each mode starts from fresh accounts holding 1000 each, and
+// deletes them when it ends; the program exits with status 1 when a guarded
+// mode's total changed.
 package main
 
 import (
@@ -36,6 +43,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,11 +51,22 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/opendb/mysql"
+	"github.com/gormlock/gormlock/opendb/postgres"
+	"github.com/gormlock/gormlock/opendb/sqlite"
 	"github.com/gormlock/gormlock/repository"
 )
+
+// Account is a balance that concurrent transfers fight over. models.Model
+// adds an auto-increment id, the version that every guarded write checks
+// and advances, and the creation and update times.
+type Account struct {
+	models.Model
+	Owner   string `gorm:"not null;index"`
+	Balance int64  `gorm:"not null"`
+}
 
 // The transfer modes.
 const (
@@ -102,7 +121,7 @@ func (r result) Holds() bool { return r.TotalBefore == r.TotalAfter }
 
 func main() {
 	dbPath := flag.String("db", "", "SQLite database `file` to use (default: a temporary file, removed at exit)")
-	dsn := flag.String("dsn", "", "PostgreSQL `URL` to use instead of SQLite")
+	dsn := flag.String("dsn", "", "PostgreSQL or MySQL/MariaDB `DSN` to use instead of SQLite: postgres://user@host:5432/db?sslmode=disable, mysql://user@host:3306/db or user@tcp(host:3306)/db")
 	mode := flag.String("mode", Optimistic+","+Pessimistic, "comma-separated `modes`: optimistic, pessimistic, unguarded")
 	cfg := config{}
 	flag.IntVar(&cfg.Workers, "workers", 8, "concurrent `workers`")
@@ -123,8 +142,11 @@ func main() {
 	case *dbPath != "" && *dsn != "":
 		fmt.Fprintln(os.Stderr, "bank: give -db or -dsn, not both")
 		os.Exit(2)
+	case *dsn != "" && server(*dsn) == "":
+		fmt.Fprintln(os.Stderr, "bank: -dsn must be a postgres:// or postgresql:// URL, a mysql:// URL or a user@tcp(host:port)/dbname DSN (use -db for a SQLite file)")
+		os.Exit(2)
 	case *dbPath != "":
-		target = "sqlite:" + *dbPath
+		target = *dbPath
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -143,22 +165,27 @@ func main() {
 	}
 }
 
-// run opens the database dsn names (what opendb.Open accepts; empty means a
-// SQLite file in a temporary directory), runs every mode of cfg and prints a
-// line per mode to w.
-func run(ctx context.Context, w io.Writer, dsn string, cfg config) (results []result, err error) {
+// run opens the database target names (see open), runs every mode of cfg
+// and prints a line per mode to w.
+func run(ctx context.Context, w io.Writer, target string, cfg config) (results []result, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	db, closeDB, err := exampledb.Open(ctx, dsn, "bank")
+	db, closeDB, err := open(target)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, closeDB()) }()
-	accounts, err := repository.New[models.Account](db, repository.WithRetryPolicy(locking.RetryPolicy{
+	if err := db.WithContext(ctx).AutoMigrate(&Account{}); err != nil {
+		return nil, err
+	}
+	accounts, err := repository.New[Account](db, repository.WithRetryPolicy(locking.RetryPolicy{
 		MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond,
 	}))
 	if err != nil {
+		return nil, err
+	}
+	if err := accounts.VerifySchema(ctx); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(w, "gormlock bank: %d workers x %d transfers between %d accounts on %s\n",
@@ -185,17 +212,17 @@ var errDeclined = errors.New("declined: not enough money")
 
 // runMode creates fresh accounts, runs the transfers of one mode and deletes
 // the accounts again.
-func runMode(ctx context.Context, db *gorm.DB, accounts *repository.Repository[models.Account], cfg config, mode string) (r result, err error) {
+func runMode(ctx context.Context, db *gorm.DB, accounts *repository.Repository[Account], cfg config, mode string) (r result, err error) {
 	owner, err := randomOwner()
 	if err != nil {
 		return r, err
 	}
 	defer func() {
-		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Where("owner = ?", owner).Delete(&models.Account{}).Error)
+		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Where("owner = ?", owner).Delete(&Account{}).Error)
 	}()
 	ids := make([]int64, cfg.Accounts)
 	for i := range ids {
-		a := &models.Account{Owner: owner, Balance: startBalance}
+		a := &Account{Owner: owner, Balance: startBalance}
 		if err := accounts.Create(ctx, a); err != nil {
 			return r, err
 		}
@@ -235,7 +262,7 @@ func runMode(ctx context.Context, db *gorm.DB, accounts *repository.Repository[m
 		return r, err
 	}
 	r.Transfers, r.Declined, r.Attempts = transfers.Load(), declined.Load(), attempts.Load()
-	if err := db.WithContext(ctx).Raw("SELECT COALESCE(SUM(balance), 0) FROM accounts WHERE owner = ?", owner).
+	if err := db.WithContext(ctx).Model(&Account{}).Select("COALESCE(SUM(balance), 0)").Where("owner = ?", owner).
 		Scan(&r.TotalAfter).Error; err != nil {
 		return r, err
 	}
@@ -244,11 +271,11 @@ func runMode(ctx context.Context, db *gorm.DB, accounts *repository.Repository[m
 
 // transfer moves amount from one account to another in the given mode and
 // returns how many transactions it ran.
-func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[models.Account], mode string, from, to, amount int64) (int, error) {
+func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[Account], mode string, from, to, amount int64) (int, error) {
 	if mode == Unguarded {
 		return 1, unguardedTransfer(ctx, db, from, to, amount)
 	}
-	move := func(a, b *models.Account) error {
+	move := func(a, b *Account) error {
 		if a.ID != from {
 			a, b = b, a
 		}
@@ -266,7 +293,7 @@ func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[
 		locking.IsRetryable, func(ctx context.Context) error {
 			attempts++
 			return repository.RunInTx(ctx, db, func(ctx context.Context) error {
-				var a, b *models.Account
+				var a, b *Account
 				if mode == Pessimistic {
 					locked, err := accounts.LockRows(ctx, []any{from, to})
 					if err != nil {
@@ -285,7 +312,7 @@ func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[
 				if err := move(a, b); err != nil {
 					return err
 				}
-				return accounts.UpdateMany(ctx, []*models.Account{a, b})
+				return accounts.UpdateMany(ctx, []*Account{a, b})
 			})
 		})
 	return attempts, err
@@ -294,7 +321,7 @@ func transfer(ctx context.Context, db *gorm.DB, accounts *repository.Repository[
 // unguardedTransfer is the negative control: read, compute, write back, with
 // nothing to stop a concurrent transfer's write from being overwritten.
 func unguardedTransfer(ctx context.Context, db *gorm.DB, from, to, amount int64) error {
-	var a, b models.Account
+	var a, b Account
 	if err := db.WithContext(ctx).Take(&a, from).Error; err != nil {
 		return err
 	}
@@ -316,4 +343,52 @@ func randomOwner() (string, error) {
 		return "", err
 	}
 	return "bank-" + hex.EncodeToString(b), nil
+}
+
+// open opens the database target names: PostgreSQL for a postgres:// or
+// postgresql:// URL, MySQL or MariaDB for a mysql:// URL or a DSN such as
+// user:password@tcp(host:3306)/dbname, and otherwise the SQLite file at
+// the path target (created if missing). An empty target is a SQLite file
+// in a new temporary directory. closeDB closes the database and removes
+// that directory.
+func open(target string) (db *gorm.DB, closeDB func() error, err error) {
+	removeDir := func() error { return nil }
+	if target == "" {
+		dir, err := os.MkdirTemp("", "gormlock-bank-")
+		if err != nil {
+			return nil, nil, err
+		}
+		removeDir = func() error { return os.RemoveAll(dir) }
+		target = filepath.Join(dir, "bank.db")
+	}
+	switch server(target) {
+	case "postgres":
+		db, err = postgres.Open(target)
+	case "mysql":
+		db, err = mysql.Open(target)
+	default:
+		db, err = sqlite.Open(target)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	return db, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
+}
+
+// server names the database server dsn is for: "postgres" for a postgres://
+// or postgresql:// URL, "mysql" for a mysql:// URL or a DSN with a network
+// address such as user:password@tcp(host:3306)/dbname, and "" for anything
+// else.
+func server(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "postgres"
+	case strings.HasPrefix(dsn, "mysql://"), strings.Contains(dsn, "tcp("), strings.Contains(dsn, "unix("):
+		return "mysql"
+	}
+	return ""
 }

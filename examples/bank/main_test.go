@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 )
 
 // dsns are the databases the example runs on in tests: a SQLite file, and

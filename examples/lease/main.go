@@ -1,12 +1,22 @@
-// Command lease shows two editors sharing one document with leases — the
-// Couchbase get-and-lock flow on a SQL database — and walks through every row
-// of the table of what each operation does while a record is leased ("locked"
-// in the seed), then an expiry.
+// Command lease shows two editors sharing one document with leases, the
+// get-and-lock flow of a document store such as Couchbase on a SQL
+// database: it walks through what each operation does while the document
+// is leased to another editor, then what an expired lease no longer allows.
 //
-//	go run ./examples/lease                 # embedded SQLite, in a temporary file
-//	go run ./examples/lease -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+// From the examples directory:
 //
-// The output is deterministic: it prints no tokens, ids or times.
+//	go run ./lease                 # embedded SQLite, in a temporary file
+//	go run ./lease -db lease.db    # SQLite, in the file you name
+//	go run ./lease -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./lease -dsn 'root@tcp(127.0.0.1:3306)/test'   # MySQL or MariaDB
+//
+// or from the repository root, go run ./examples/lease with the same flags.
+//
+// The program creates gormlock's lease table with migrations.Up and its
+// documents table with GORM's AutoMigrate, each when it is missing, and
+// deletes the document and its lease before it exits. The output is
+// deterministic: it prints no tokens, ids or times, and shows the versions
+// (clock readings) as v1, v2, ... in the order they appear.
 package main
 
 import (
@@ -19,25 +29,41 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
+	"gorm.io/gorm"
+
 	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/opendb/mysql"
+	"github.com/gormlock/gormlock/opendb/postgres"
+	"github.com/gormlock/gormlock/opendb/sqlite"
 	"github.com/gormlock/gormlock/repository"
 )
 
+// Document is the record the editors share: its own string key and a
+// title. models.Versioned adds the version that every guarded write checks
+// and advances, and the creation and update times.
+type Document struct {
+	ID    string `gorm:"primaryKey"`
+	Title string `gorm:"not null"`
+	models.Versioned
+}
+
 func main() {
 	dbPath := flag.String("db", "", "SQLite database `file` to use (default: a temporary file, removed at exit)")
-	dsn := flag.String("dsn", "", "PostgreSQL `URL` to use instead of SQLite")
+	dsn := flag.String("dsn", "", "PostgreSQL or MySQL/MariaDB `DSN` to use instead of SQLite: postgres://user@host:5432/db?sslmode=disable, mysql://user@host:3306/db or user@tcp(host:3306)/db")
 	flag.Parse()
-	if flag.NArg() > 0 || (*dbPath != "" && *dsn != "") {
-		fmt.Fprintln(os.Stderr, "usage: lease [-db FILE | -dsn postgres://...]")
+	if flag.NArg() > 0 || (*dbPath != "" && *dsn != "") || (*dsn != "" && server(*dsn) == "") {
+		fmt.Fprintln(os.Stderr, "usage: lease [-db FILE | -dsn postgres://... | -dsn mysql://... | -dsn user@tcp(host:port)/dbname]")
 		os.Exit(2)
 	}
 	target := *dsn
 	if *dbPath != "" {
-		target = "sqlite:" + *dbPath
+		target = *dbPath
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -48,16 +74,26 @@ func main() {
 	}
 }
 
-// run plays the story on the database dsn names (what opendb.Open accepts;
-// empty means a SQLite file in a temporary directory) and writes it to w.
-func run(ctx context.Context, w io.Writer, dsn string) (err error) {
-	db, closeDB, err := exampledb.Open(ctx, dsn, "lease")
+// run plays the story on the database target names (see open) and writes
+// it to w.
+func run(ctx context.Context, w io.Writer, target string) (err error) {
+	db, closeDB, err := open(target)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, closeDB()) }()
-	docs, err := repository.New[models.Document](db, repository.WithLeases())
+	// gormlock's own tables (the lease table), then the program's.
+	if err := migrations.Up(ctx, db); err != nil {
+		return err
+	}
+	if err := db.WithContext(ctx).AutoMigrate(&Document{}); err != nil {
+		return err
+	}
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
+		return err
+	}
+	if err := docs.VerifySchema(ctx); err != nil {
 		return err
 	}
 	suffix := make([]byte, 6)
@@ -65,12 +101,12 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		return err
 	}
 	id := "lease-demo-" + hex.EncodeToString(suffix)
-	doc := &models.Document{ID: id, Title: "Quarterly report"}
+	doc := &Document{ID: id, Title: "Quarterly report"}
 	if err := docs.Create(ctx, doc); err != nil {
 		return err
 	}
 	defer func() {
-		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Where("id = ?", id).Delete(&models.Document{}).Error,
+		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Where("id = ?", id).Delete(&Document{}).Error,
 			db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM gormlock_leases WHERE resource = 'documents' AND record_key = ?", id).Error)
 	}()
 
@@ -89,8 +125,15 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 		return "unexpected: " + err.Error()
 	}
 
-	var versions exampledb.Versions // v1, v2, ...: the real ones are clock readings
-	v := versions.Name
+	// Versions are clock readings, different on every run: name them v1,
+	// v2, ... in the order they are first printed.
+	names := map[int64]string{}
+	v := func(version int64) string {
+		if _, ok := names[version]; !ok {
+			names[version] = fmt.Sprintf("v%d", len(names)+1)
+		}
+		return names[version]
+	}
 	p("gormlock lease: two editors, one document, on %s", db.Dialector.Name())
 	alice, aliceLease, err := docs.Leases().Acquire(ctx, id, "alice", repository.TTL(10*time.Second))
 	if err != nil {
@@ -170,4 +213,52 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 	}
 	p("final: %q at version %s", final.Title, v(final.Version))
 	return nil
+}
+
+// open opens the database target names: PostgreSQL for a postgres:// or
+// postgresql:// URL, MySQL or MariaDB for a mysql:// URL or a DSN such as
+// user:password@tcp(host:3306)/dbname, and otherwise the SQLite file at
+// the path target (created if missing). An empty target is a SQLite file
+// in a new temporary directory. closeDB closes the database and removes
+// that directory.
+func open(target string) (db *gorm.DB, closeDB func() error, err error) {
+	removeDir := func() error { return nil }
+	if target == "" {
+		dir, err := os.MkdirTemp("", "gormlock-lease-")
+		if err != nil {
+			return nil, nil, err
+		}
+		removeDir = func() error { return os.RemoveAll(dir) }
+		target = filepath.Join(dir, "lease.db")
+	}
+	switch server(target) {
+	case "postgres":
+		db, err = postgres.Open(target)
+	case "mysql":
+		db, err = mysql.Open(target)
+	default:
+		db, err = sqlite.Open(target)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	return db, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
+}
+
+// server names the database server dsn is for: "postgres" for a postgres://
+// or postgresql:// URL, "mysql" for a mysql:// URL or a DSN with a network
+// address such as user:password@tcp(host:3306)/dbname, and "" for anything
+// else.
+func server(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "postgres"
+	case strings.HasPrefix(dsn, "mysql://"), strings.Contains(dsn, "tcp("), strings.Contains(dsn, "unix("):
+		return "mysql"
+	}
+	return ""
 }

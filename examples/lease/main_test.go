@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 )
 
 // want is the whole output of run after its first line; every line is a row

@@ -1,13 +1,20 @@
-// Command quickstart replays the Couchbase "CAS flow" demonstration — two
-// writers doing a read-modify-write of the same document, where one writer's
-// change is silently lost — on a SQL database, and shows how gormlock's
-// version guard prevents it.
+// Command quickstart shows the lost update that gormlock's version guard
+// prevents: two writers do a read-modify-write of the same document (the
+// "CAS flow" of a document store such as Couchbase, here on a SQL database),
+// first with plain GORM writes, where one writer's change is silently lost,
+// then with gormlock.
 //
-//	go run ./examples/quickstart                  # embedded SQLite, in a temporary file
-//	go run ./examples/quickstart -db demo.db      # SQLite, in the file you name
-//	go run ./examples/quickstart -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+// From the examples directory:
 //
-// It runs three acts on models.Document (a string id, a title and a map of
+//	go run ./quickstart                  # embedded SQLite, in a temporary file
+//	go run ./quickstart -db demo.db      # SQLite, in the file you name
+//	go run ./quickstart -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./quickstart -dsn 'root@tcp(127.0.0.1:3306)/test'   # MySQL or MariaDB
+//
+// or from the repository root, go run ./examples/quickstart with the same
+// flags.
+//
+// It runs three acts on a Document (a string id, a title and a map of
 // attributes), each on a document of its own that starts as
 // {a_field: a_value}:
 //
@@ -20,13 +27,12 @@
 //  3. Mutate: both writers call Repository.Mutate concurrently; the writer
 //     that loses the race re-reads and retries, and both fields are kept.
 //
-// The database is migrated by internal/exampledb: gormlock's migrations
-// (migrations.Up), then the examples' own, which create the documents table
-// when it is missing. Document ids carry a random suffix so runs never
-// collide, and the rows the program creates are deleted before it exits. The
-// output is deterministic: it prints no ids and no timings, and shows the
-// versions (clock readings such as 1795401280989319) as v1, v2, ... in the
-// order they appear.
+// The program creates the documents table with GORM's AutoMigrate when it is
+// missing and checks it with Repository.VerifySchema. Document ids carry a
+// random suffix so runs never collide, and the rows the program creates are
+// deleted before it exits. The output is deterministic: it prints no ids and
+// no timings, and shows the versions (clock readings such as
+// 1795401280989319) as v1, v2, ... in the order they appear.
 package main
 
 import (
@@ -39,22 +45,36 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/models"
+	"github.com/gormlock/gormlock/opendb/mysql"
+	"github.com/gormlock/gormlock/opendb/postgres"
+	"github.com/gormlock/gormlock/opendb/sqlite"
 	"github.com/gormlock/gormlock/repository"
 )
 
+// Document is the record the two writers share: its own string key, a title
+// and free-form attributes, stored as a JSON object. models.Versioned adds
+// the version that every guarded write checks and advances, and the
+// creation and update times.
+type Document struct {
+	ID    string            `gorm:"primaryKey"`
+	Title string            `gorm:"not null"`
+	Attrs map[string]string `gorm:"serializer:json"`
+	models.Versioned
+}
+
 func main() {
 	dbPath := flag.String("db", "", "SQLite database `file` to use (default: a temporary file, removed at exit)")
-	dsn := flag.String("dsn", "", "PostgreSQL `URL` to use instead of SQLite, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	dsn := flag.String("dsn", "", "PostgreSQL or MySQL/MariaDB `DSN` to use instead of SQLite: postgres://user@host:5432/db?sslmode=disable, mysql://user@host:3306/db or user@tcp(host:3306)/db")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: quickstart [-db FILE | -dsn postgres://...]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: quickstart [-db FILE | -dsn DSN]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -69,13 +89,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "quickstart: give -db or -dsn, not both")
 		os.Exit(2)
 	case *dsn != "":
-		if !strings.HasPrefix(*dsn, "postgres://") && !strings.HasPrefix(*dsn, "postgresql://") {
-			fmt.Fprintln(os.Stderr, "quickstart: -dsn must be a postgres:// or postgresql:// URL (use -db for a SQLite file)")
+		if server(*dsn) == "" {
+			fmt.Fprintln(os.Stderr, "quickstart: -dsn must be a postgres:// or postgresql:// URL, a mysql:// URL or a user@tcp(host:port)/dbname DSN (use -db for a SQLite file)")
 			os.Exit(2)
 		}
 		target = *dsn
 	case *dbPath != "":
-		target = "sqlite:" + *dbPath
+		target = *dbPath
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -87,17 +107,18 @@ func main() {
 	}
 }
 
-// run plays the three acts on the database dsn names and writes the story to
-// w. dsn is what opendb.Open accepts: a postgres:// URL, "sqlite:PATH" or a
-// plain SQLite file path. An empty dsn uses a SQLite file in a new temporary
-// directory that is removed before run returns.
-func run(ctx context.Context, w io.Writer, dsn string) (err error) {
-	db, closeDB, err := exampledb.Open(ctx, dsn, "quickstart")
+// run plays the three acts on the database target names (see open) and
+// writes the story to w.
+func run(ctx context.Context, w io.Writer, target string) (err error) {
+	db, closeDB, err := open(target)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, closeDB()) }()
-	docs, err := repository.New[models.Document](db)
+	if err := db.WithContext(ctx).AutoMigrate(&Document{}); err != nil {
+		return err
+	}
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		return err
 	}
@@ -132,21 +153,21 @@ func run(ctx context.Context, w io.Writer, dsn string) (err error) {
 type story struct {
 	w       io.Writer
 	db      *gorm.DB
-	docs    *repository.Repository[models.Document]
+	docs    *repository.Repository[Document]
 	suffix  string
 	created []string // ids of the documents created, for cleanup
-	names   exampledb.Versions
+	names   versions
 }
 
 // v names a version for the output.
-func (s *story) v(version int64) string { return s.names.Name(version) }
+func (s *story) v(version int64) string { return s.names.name(version) }
 
 func (s *story) printf(format string, args ...any) { fmt.Fprintf(s.w, format, args...) }
 
 // newDocument creates the act's document, {a_field: a_value}, and returns
 // its id.
 func (s *story) newDocument(ctx context.Context, act string) (string, error) {
-	d := &models.Document{
+	d := &Document{
 		ID:    "docid-" + act + "-" + s.suffix,
 		Title: "quickstart " + act,
 		Attrs: map[string]string{"a_field": "a_value"},
@@ -159,7 +180,7 @@ func (s *story) newDocument(ctx context.Context, act string) (string, error) {
 }
 
 // read is one writer's read of the document.
-func (s *story) read(ctx context.Context, who, id string) (*models.Document, error) {
+func (s *story) read(ctx context.Context, who, id string) (*Document, error) {
 	d, err := s.docs.Get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
@@ -169,7 +190,7 @@ func (s *story) read(ctx context.Context, who, id string) (*models.Document, err
 }
 
 // final re-reads the document and prints it.
-func (s *story) final(ctx context.Context, id string) (*models.Document, error) {
+func (s *story) final(ctx context.Context, id string) (*Document, error) {
 	d, err := s.docs.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -179,7 +200,7 @@ func (s *story) final(ctx context.Context, id string) (*models.Document, error) 
 }
 
 // twoReaders creates the act's document and lets both writers read it.
-func (s *story) twoReaders(ctx context.Context, act string) (id string, d1, d2 *models.Document, err error) {
+func (s *story) twoReaders(ctx context.Context, act string) (id string, d1, d2 *Document, err error) {
 	if id, err = s.newDocument(ctx, act); err != nil {
 		return "", nil, nil, err
 	}
@@ -204,11 +225,11 @@ func (s *story) plain(ctx context.Context) error {
 	d2.Attrs["field2"] = "value2"
 	for _, step := range []struct {
 		who, change string
-		d           *models.Document
+		d           *Document
 	}{{"writer 1", "field1=value1", d1}, {"writer 2", "field2=value2", d2}} {
 		// The unguarded write: UPDATE documents SET title=?, attrs=? WHERE
-		// id=?, the whole document replaced and the version ignored. This is
-		// what the seed's replace without a CAS does.
+		// id=?, the whole document replaced and the version ignored: a
+		// replace without a compare-and-swap.
 		res := s.db.WithContext(ctx).Model(step.d).Select("title", "attrs").Updates(step.d)
 		if res.Error != nil {
 			return fmt.Errorf("%s: plain write: %w", step.who, res.Error)
@@ -284,11 +305,11 @@ func (s *story) mutate(ctx context.Context) error {
 	// Two clients, as two processes would be: each its own Repository. (One
 	// Repository would queue its own two callers instead of letting them
 	// race, and there would be nothing to retry.)
-	second, err := repository.New[models.Document](s.db)
+	second, err := repository.New[Document](s.db)
 	if err != nil {
 		return err
 	}
-	clients := []*repository.Repository[models.Document]{s.docs, second}
+	clients := []*repository.Repository[Document]{s.docs, second}
 
 	writers := []struct{ who, key, value string }{
 		{"writer 1", "field1", "value1"},
@@ -313,12 +334,12 @@ func (s *story) mutate(ctx context.Context) error {
 			ready.Done()
 			<-start
 			first := true
-			_, err := clients[i].Mutate(ctx, id, func(d *models.Document) error {
+			_, err := clients[i].Mutate(ctx, id, func(d *Document) error {
 				if first {
-					// Make the seed's interleaving certain: each writer
-					// changes its copy only after both have read, so both
-					// first attempts start from the same version and one of
-					// them must lose and retry.
+					// Make the interleaving certain: each writer changes
+					// its copy only after both have read, so both first
+					// attempts start from the same version and one of them
+					// must lose and retry.
 					first = false
 					reads.Done()
 					select {
@@ -368,7 +389,7 @@ func (s *story) cleanup(ctx context.Context) error {
 	if len(s.created) == 0 {
 		return nil
 	}
-	err := s.docs.DB(ctx).Where("id IN ?", s.created).Delete(&models.Document{}).Error
+	err := s.docs.DB(ctx).Where("id IN ?", s.created).Delete(&Document{}).Error
 	if err != nil {
 		return fmt.Errorf("cleanup: delete the quickstart documents: %w", err)
 	}
@@ -383,4 +404,68 @@ func randomSuffix() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// versions names versions v1, v2, ... in the order they are first printed,
+// so the output reads the same on every run: a real version is a clock
+// reading (such as 1795401280989319), different every time.
+type versions map[int64]string
+
+// name returns v's name: the same every time, a new one the first time.
+func (n *versions) name(v int64) string {
+	if *n == nil {
+		*n = versions{}
+	}
+	if _, ok := (*n)[v]; !ok {
+		(*n)[v] = fmt.Sprintf("v%d", len(*n)+1)
+	}
+	return (*n)[v]
+}
+
+// open opens the database target names: PostgreSQL for a postgres:// or
+// postgresql:// URL, MySQL or MariaDB for a mysql:// URL or a DSN such as
+// user:password@tcp(host:3306)/dbname, and otherwise the SQLite file at
+// the path target (created if missing). An empty target is a SQLite file
+// in a new temporary directory. closeDB closes the database and removes
+// that directory.
+func open(target string) (db *gorm.DB, closeDB func() error, err error) {
+	removeDir := func() error { return nil }
+	if target == "" {
+		dir, err := os.MkdirTemp("", "gormlock-quickstart-")
+		if err != nil {
+			return nil, nil, err
+		}
+		removeDir = func() error { return os.RemoveAll(dir) }
+		target = filepath.Join(dir, "quickstart.db")
+	}
+	switch server(target) {
+	case "postgres":
+		db, err = postgres.Open(target)
+	case "mysql":
+		db, err = mysql.Open(target)
+	default:
+		db, err = sqlite.Open(target)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir())
+	}
+	return db, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
+}
+
+// server names the database server dsn is for: "postgres" for a postgres://
+// or postgresql:// URL, "mysql" for a mysql:// URL or a DSN with a network
+// address such as user:password@tcp(host:3306)/dbname, and "" for anything
+// else.
+func server(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "postgres"
+	case strings.HasPrefix(dsn, "mysql://"), strings.Contains(dsn, "tcp("), strings.Contains(dsn, "unix("):
+		return "mysql"
+	}
+	return ""
 }

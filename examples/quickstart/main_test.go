@@ -9,9 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gormlock/gormlock/internal/testdb"
-	"github.com/gormlock/gormlock/models"
-	"github.com/gormlock/gormlock/opendb"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 )
 
 // want is the whole output of run; %s is the dialect.
@@ -79,25 +77,30 @@ func check(t *testing.T, dsn, dialect string) {
 	}
 }
 
-func TestRunSQLite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "quickstart.db")
-	check(t, path, "sqlite")
-	// A second run on the same file (go run ./examples/quickstart -db FILE
-	// twice) finds the table migrated and its own ids free.
-	check(t, "sqlite:"+path, "sqlite")
-
-	db, err := opendb.SQLite(path)
+// noneLeft checks that no documents are left in the database target names.
+func noneLeft(t *testing.T, target string) {
+	t.Helper()
+	db, closeDB, err := open(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer opendb.Close(db)
+	defer closeDB()
 	var n int64
-	if err := db.Model(&models.Document{}).Count(&n).Error; err != nil {
+	if err := db.Model(&Document{}).Count(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
 		t.Errorf("%d documents left behind, want 0", n)
 	}
+}
+
+func TestRunSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "quickstart.db")
+	check(t, path, "sqlite")
+	// A second run on the same file (-db FILE twice) finds the table
+	// created and its own ids free.
+	check(t, path, "sqlite")
+	noneLeft(t, path)
 }
 
 func TestRunDefaultTempFile(t *testing.T) {
@@ -114,43 +117,37 @@ func TestRunDefaultTempFile(t *testing.T) {
 }
 
 func TestRunPostgres(t *testing.T) {
-	// run migrates the database it is given: give it a schema of its own
-	// instead of the shared database's public schema.
+	// run creates its table in the database it is given: give it a schema
+	// of its own instead of the shared database's public schema.
 	dsn := testdb.PostgresSchema(t)
 	check(t, dsn, "postgres")
 	check(t, dsn, "postgres") // a rerun does not collide
-
-	db, err := opendb.Postgres(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opendb.Close(db)
-	var n int64
-	if err := db.Table("documents").Count(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Errorf("%d documents left behind, want 0", n)
-	}
+	noneLeft(t, dsn)
 }
 
 func TestRunMariaDB(t *testing.T) {
-	// run migrates the database it is given: give it a database of its
-	// own.
+	// run creates its table in the database it is given: give it a
+	// database of its own.
 	dsn := testdb.MariaDBDatabase(t)
 	check(t, dsn, "mysql")
 	check(t, dsn, "mysql") // a rerun does not collide
+	noneLeft(t, dsn)
+}
 
-	db, err := opendb.MySQL(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opendb.Close(db)
-	var n int64
-	if err := db.Table("documents").Count(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Errorf("%d documents left behind, want 0", n)
+// The -dsn flag takes PostgreSQL and MySQL DSNs in the forms the package
+// comment shows, and nothing else.
+func TestServer(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": "postgres",
+		"postgresql://app@db/app":                                 "postgres",
+		"mysql://root@127.0.0.1:3306/test":                        "mysql",
+		"root@tcp(127.0.0.1:3306)/test?parseTime=true":            "mysql",
+		"app:secret@unix(/run/mysqld/mysqld.sock)/app":            "mysql",
+		"demo.db":            "",
+		"/tmp/quickstart.db": "",
+	} {
+		if got := server(dsn); got != want {
+			t.Errorf("server(%q) = %q, want %q", dsn, got, want)
+		}
 	}
 }

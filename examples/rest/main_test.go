@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -13,20 +15,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gormlock/gormlock/internal/exampledb"
-	"github.com/gormlock/gormlock/internal/testdb"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 )
 
-// readmeSession returns the commands of the README's curl session and the
-// output shown after each.
-func readmeSession(t *testing.T) (cmds []string, want []string) {
+// guide is the HTTP guide, relative to this directory, and marker the line
+// that precedes its curl session, a ```console block.
+const (
+	guide  = "../../docs/http.md"
+	marker = "<!-- session: checked by examples/rest -->"
+)
+
+// guideSession returns the commands of the HTTP guide's curl session and
+// the output shown after each.
+func guideSession(t *testing.T) (cmds []string, want []string) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile(guide)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s does not exist: the curl session this test replays lives there, as a ```console block after the line %s", guide, marker)
+	}
 	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(b), "<!-- session: checked by TestREADMESession in examples/rest -->\n```console\n")
-	require.True(t, ok, "README.md has no session block")
+	_, rest, ok := strings.Cut(string(b), marker+"\n```console\n")
+	require.True(t, ok, "%s has no line %s followed by a ```console block", guide, marker)
 	block, _, ok := strings.Cut(rest, "\n```")
-	require.True(t, ok)
+	require.True(t, ok, "%s: the session block after %s is not closed", guide, marker)
 	for _, line := range strings.Split(block, "\n") {
 		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
 			cmds = append(cmds, cmd)
@@ -43,9 +54,9 @@ func readmeSession(t *testing.T) (cmds []string, want []string) {
 var versionRE = regexp.MustCompile(`\d{13,}`)
 
 // nameVersions replaces the versions in s by v1, v2, ... in the order they
-// first appear, so a session's output compares with the README's although
+// first appear, so a session's output compares with the guide's although
 // the versions themselves differ on every run: the same version must come
-// back wherever the README repeats it, and a new one wherever it shows one.
+// back wherever the guide repeats it, and a new one wherever it shows one.
 func nameVersions(s string) string {
 	names := map[string]string{}
 	return versionRE.ReplaceAllStringFunc(s, func(v string) string {
@@ -56,17 +67,17 @@ func nameVersions(s string) string {
 	})
 }
 
-// The README's curl session, run with curl against the example server on
-// each database, prints exactly what the README shows, up to the versions'
-// values (see nameVersions).
-func TestREADMESession(t *testing.T) {
+// The HTTP guide's curl session, run with curl against the example server
+// on each database, prints exactly what the guide shows, up to the
+// versions' values (see nameVersions).
+func TestGuideSession(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("curl is needed to replay the README session")
+			t.Fatal("curl is needed to replay the HTTP guide's session")
 		}
 		t.Skip("curl is not installed")
 	}
-	cmds, want := readmeSession(t)
+	cmds, want := guideSession(t)
 	require.GreaterOrEqual(t, len(cmds), 8)
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
@@ -77,7 +88,7 @@ func TestREADMESession(t *testing.T) {
 			case "mariadb":
 				dsn = testdb.MariaDBDatabase(t)
 			}
-			db, closeDB, err := exampledb.Open(context.Background(), dsn, "rest")
+			db, closeDB, err := open(dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = closeDB() })
 			h, err := newHandler(context.Background(), db)

@@ -154,8 +154,8 @@ const (
 	LastInsertID
 )
 
-// table is the capability table. README.md ("Pessimistic locking") shows
-// the same table to users; TestREADMEMatchesTable keeps the two in step.
+// table is the capability table. The deployment guide shows the same table
+// to users, and a test keeps the two in step.
 var table = map[string]Caps{
 	Postgres: {Name: Postgres, NowMillis: "FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
 		// An uncorrelated sub-select runs once, before the scan: the
@@ -191,7 +191,7 @@ var table = map[string]Caps{
 		LockTimeout: {How: Native},
 		SkipLocked:  {How: Native},
 	}),
-	// MySQL 8. Not tested by gormlock's suite (README, "Dialect notes").
+	// MySQL 8. Not tested by gormlock's suite.
 	MySQL: func() Caps {
 		c := mysqlCaps(MySQL, map[Feature]Support{
 			RowLock:     {How: Native},

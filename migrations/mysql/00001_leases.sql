@@ -2,7 +2,8 @@
 -- separate from the entity tables, so taking or releasing a lease never
 -- changes the record itself. A released or expired lease keeps its row (with
 -- token_hash NULL or an old expiry) so the record's fencing counter keeps
--- growing; Sweep deletes rows idle for longer than the caller says.
+-- growing; Leases.Sweep deletes the rows of deleted records whose lease is
+-- over.
 -- Times are milliseconds since the Unix epoch by the database's clock.
 --
 -- MySQL and MariaDB: the text columns are VARBINARY, compared byte for
@@ -11,8 +12,8 @@
 -- would share one lease row. The primary key's two columns fill InnoDB's
 -- 3072-byte index limit (DYNAMIC rows, 16 KB pages): a table name of up to
 -- 512 bytes, a record key of up to 2560; a longer one is refused (error
--- 1406 in the strict sql_mode opendb.MySQL sets), never cut short. Every
--- table has a primary key, as Galera needs.
+-- 1406 in the strict sql_mode package opendb/mysql sets), never cut
+-- short. Every table has a primary key, as Galera needs.
 
 -- +goose Up
 CREATE TABLE gormlock_leases (

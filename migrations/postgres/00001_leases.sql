@@ -2,7 +2,8 @@
 -- separate from the entity tables, so taking or releasing a lease never
 -- changes the record itself. A released or expired lease keeps its row (with
 -- token_hash NULL or an old expiry) so the record's fencing counter keeps
--- growing; Sweep deletes rows idle for longer than the caller says.
+-- growing; Leases.Sweep deletes the rows of deleted records whose lease is
+-- over.
 -- Times are milliseconds since the Unix epoch by the database's clock.
 
 -- +goose Up

@@ -1,0 +1,415 @@
+// Package sqlitegate waits for SQLite's write lock in Go: a first-come,
+// first-served gate per database for the writers of one process, and turns
+// on a lock file between processes. Every gormlock write on SQLite takes a
+// connection through it (Take) or begins its transaction with it (Begin).
+package sqlitegate
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// SQLite's write lock, waited for in Go.
+//
+// SQLite lets one connection write at a time, and the driver waits for the
+// lock in SQLite's busy handler: a C loop that sleeps and polls, cannot be
+// interrupted by a context, and serves waiters in no particular order (a
+// waiter can lose the lock again and again). gormlock therefore waits in Go:
+//
+//   - writers in this process queue at a gate per database, first come first
+//     served, and leave the queue when their context ends;
+//   - the writer at the head takes the lock with the connection's busy
+//     timeout set to 0, and when another process (or a connection gormlock
+//     does not manage) holds it, tries again after short sleeps that end with
+//     the context, for at most the busy timeout the connection was opened
+//     with (or what NoWait or LockTimeout ask for).
+//
+// Every gormlock write on SQLite goes through it: a statement outside a
+// transaction for the statement's length, a transaction (RunInTx,
+// MutateRowLocked, ...) from BEGIN IMMEDIATE to COMMIT.
+
+// sqliteGate is one database's queue of writers in this process.
+type sqliteGate struct {
+	// turn holds one token while a writer of this process has the turn;
+	// blocked senders queue first come first served.
+	turn chan struct{}
+	// busyMS is the busy_timeout the database's connections were opened
+	// with, in milliseconds; -1 until read.
+	busyMS atomic.Int64
+	// cross is the lock the heads of the processes' gates take turns on
+	// (crossLock), or nil; crossOpened says whether it was looked for.
+	// Only the gate's head uses them.
+	cross       *crossLock
+	crossOpened bool
+}
+
+var sqliteGates sync.Map // weak.Pointer[sql.DB] -> *sqliteGate
+
+// gateOf returns the gate of the database behind sqlDB. The entry goes
+// away when sqlDB is garbage collected.
+func gateOf(sqlDB *sql.DB) *sqliteGate {
+	key := weak.Make(sqlDB)
+	if g, ok := sqliteGates.Load(key); ok {
+		return g.(*sqliteGate)
+	}
+	g := &sqliteGate{turn: make(chan struct{}, 1)}
+	g.busyMS.Store(-1)
+	if actual, loaded := sqliteGates.LoadOrStore(key, g); loaded {
+		return actual.(*sqliteGate)
+	}
+	runtime.AddCleanup(sqlDB, func(k weak.Pointer[sql.DB]) { sqliteGates.Delete(k) }, key)
+	return g
+}
+
+// Wait bounds a wait for a lock: not at all (NoWait), at most Limit, or
+// (both zero) as long as the connection's own busy timeout.
+type Wait struct {
+	NoWait bool
+	Limit  time.Duration
+}
+
+// enter waits for the writer's turn in this process; ctx ends the wait.
+func (g *sqliteGate) enter(ctx context.Context, w Wait) error {
+	if w.NoWait {
+		select {
+		case g.turn <- struct{}{}:
+			return nil
+		default:
+		}
+		return &locking.DatabaseError{Kind: locking.ErrLocked, Code: "SQLITE_BUSY",
+			Err: errors.New("another writer of this process holds SQLite's write lock")}
+	}
+	if w.Limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.Limit, errLockWaitOver)
+		defer cancel()
+		if err := g.take(ctx); err != nil {
+			if errors.Is(context.Cause(ctx), errLockWaitOver) {
+				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: "SQLITE_BUSY", Err: errLockWaitOver}
+			}
+			return err
+		}
+		return nil
+	}
+	return g.take(ctx)
+}
+
+// take waits for the turn until ctx ends.
+func (g *sqliteGate) take(ctx context.Context) error {
+	select {
+	case g.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errLockWaitOver = errors.New("waited the lock timeout for SQLite's write lock")
+
+func (g *sqliteGate) leave() { <-g.turn }
+
+// busyTimeout returns the busy_timeout of conn's database in milliseconds,
+// read from the first connection gormlock uses and kept: the connections of
+// one pool are opened alike.
+func (g *sqliteGate) busyTimeout(ctx context.Context, conn *sql.Conn) (int64, error) {
+	if ms := g.busyMS.Load(); ms >= 0 {
+		return ms, nil
+	}
+	var ms int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+		return 0, fmt.Errorf("reading busy_timeout: %w", locking.Classify(err))
+	}
+	g.busyMS.Store(ms)
+	return ms, nil
+}
+
+// Conn is a connection taken for one write or one transaction: it
+// holds the turn at the gate (and the gate's cross-process lock) until
+// release.
+type Conn struct {
+	gate *sqliteGate
+	conn *sql.Conn
+	busy int64 // the connection's busy_timeout to restore, ms
+	// deadline ends the wait for the write lock, when set.
+	deadline time.Time
+	crossed  bool // holds gate.cross
+	// bad marks the connection as unusable (its settings or its
+	// transaction could not be restored): release drops it from the pool.
+	bad bool
+}
+
+// Take waits at the gate for the writer's turn, then takes a
+// connection and sets its busy_timeout to 0 so that waiting for the write
+// lock happens in lockSQLite, in Go. An error means nothing was sent.
+//
+// A context that can never end (context.Background) has nothing to stop a
+// wait, and then, without NoWait or LockTimeout, the connection keeps its
+// own busy timeout and waits in SQLite: the same wait, without setting and
+// restoring the timeout on every write.
+func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
+	g := gateOf(sqlDB)
+	if err := g.enter(ctx, w); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		g.leave()
+		return nil, locking.Classify(err)
+	}
+	c := &Conn{gate: g, conn: conn, busy: -1}
+	if !g.crossOpened {
+		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
+	}
+	keep := ctx.Done() == nil && !w.NoWait && w.Limit == 0
+	var busy int64
+	if g.cross != nil || !keep {
+		if busy, err = g.busyTimeout(ctx, conn); err != nil {
+			c.bad = true
+			c.Release(ctx)
+			return nil, err
+		}
+	}
+	limit := w.Limit
+	if limit == 0 {
+		limit = time.Duration(busy) * time.Millisecond
+	}
+	c.deadline = start.Add(limit)
+	if g.cross != nil {
+		if err := g.cross.lock(ctx, w.NoWait, w.Limit > 0, c.deadline); err != nil {
+			c.Release(ctx)
+			return nil, err
+		}
+		c.crossed = true
+	}
+	if keep {
+		return c, nil
+	}
+	c.busy = busy
+	if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		c.bad = true
+		c.Release(ctx)
+		return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+	}
+	return c, nil
+}
+
+// lockSQLite runs step, a statement that takes SQLite's write lock (a write,
+// or BEGIN IMMEDIATE), until the lock was free for it: while another
+// connection holds the lock, step fails with SQLITE_BUSY having done
+// nothing, and is run again after a short sleep. It gives up when w's bound
+// (or the connection's busy timeout) has passed, with step's SQLITE_BUSY
+// error (ErrLockTimeout under LockTimeout), or when ctx ends, with ctx's
+// error; either way nothing was done.
+func (c *Conn) Lock(ctx context.Context, w Wait, step func() error) error {
+	deadline := c.deadline
+	if c.busy < 0 && w.Limit == 0 {
+		// The connection kept its busy timeout: it waited in SQLite
+		// already.
+		deadline = time.Time{}
+	}
+	sleep := 500 * time.Microsecond
+	for {
+		err := step()
+		if err != nil && ctx.Err() != nil && !locking.IsSQLiteBusy(err) {
+			// The context ended while the statement ran, and the driver
+			// interrupted it (the pure-Go driver answers SQLITE_INTERRUPT
+			// rather than the context's error): SQLite rolled the
+			// statement back, so nothing was done.
+			return fmt.Errorf("waiting for SQLite's write lock: %w (%w)", ctx.Err(), err)
+		}
+		if !locking.IsSQLiteBusy(err) {
+			return err
+		}
+		if w.NoWait || !time.Now().Before(deadline) {
+			err = locking.Classify(err)
+			var de *locking.DatabaseError
+			if w.Limit > 0 && errors.As(err, &de) {
+				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err}
+			}
+			return err
+		}
+		d := min(sleep/2+rand.N(sleep/2+1), time.Until(deadline))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for SQLite's write lock: %w", ctx.Err())
+		}
+		sleep = min(2*sleep, 2*time.Millisecond)
+	}
+}
+
+// restoreBusy gives the connection its busy_timeout back (inside or outside
+// a transaction: it is a connection setting).
+func (c *Conn) RestoreBusy(ctx context.Context) error {
+	if c.busy < 0 {
+		return nil
+	}
+	if _, err := c.conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = "+strconv.FormatInt(c.busy, 10)); err != nil {
+		c.bad = true
+		return fmt.Errorf("restoring busy_timeout: %w", locking.Classify(err))
+	}
+	c.busy = -1
+	return nil
+}
+
+// release restores the connection's settings, returns it to the pool (or
+// drops it when it cannot be trusted any more) and passes the turn on.
+func (c *Conn) Release(ctx context.Context) {
+	if !c.bad {
+		_ = c.RestoreBusy(ctx)
+	}
+	if c.bad {
+		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = c.conn.Close()
+	if c.crossed {
+		c.crossed = false
+		c.gate.cross.unlock()
+	}
+	c.gate.leave()
+}
+
+// Tx is a transaction gormlock began on SQLite with BEGIN IMMEDIATE,
+// on a connection of its own. It implements gorm.ConnPool and
+// gorm.TxCommitter, so GORM treats it as the transaction it is (nested
+// db.Transaction calls use savepoints).
+type Tx struct {
+	*Conn
+	db       *sql.DB // the database, for GORM's DB()
+	done     bool
+	readOnly bool // the connection is query_only until the end
+}
+
+// GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
+// returns the database, as it does for a *sql.Tx.
+func (t *Tx) GetDBConn() (*sql.DB, error) { return t.db, nil }
+
+// Begin begins a write transaction: it waits for the writer's turn in
+// the process and for the write lock (BEGIN IMMEDIATE), both bounded by w
+// and ctx. ReadOnly transactions begin DEFERRED and wait for nobody; their
+// connection is query_only until they end, so a write in them fails
+// instead of committing.
+func Begin(ctx context.Context, sqlDB *sql.DB, w Wait, readOnly bool) (*Tx, error) {
+	if readOnly {
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			return nil, locking.Classify(err)
+		}
+		c := &Conn{conn: conn, busy: -1}
+		if _, err = conn.ExecContext(ctx, "PRAGMA query_only = 1"); err == nil {
+			if _, err = conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+				_, _ = conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 0")
+			}
+		}
+		if err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			_ = conn.Close()
+			return nil, locking.Classify(err)
+		}
+		return &Tx{Conn: c, db: sqlDB, readOnly: true}, nil
+	}
+	c, err := Take(ctx, sqlDB, w)
+	if err != nil {
+		return nil, err
+	}
+	err = c.Lock(ctx, w, func() error {
+		_, err := c.conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		return err
+	})
+	if err == nil {
+		// The transaction holds the write lock: statements in it never
+		// wait for it again, and the application's own statements in it
+		// should see the connection as it was opened.
+		err = c.RestoreBusy(ctx)
+		if err != nil {
+			_, _ = c.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}
+	if err != nil {
+		c.Release(ctx)
+		return nil, err
+	}
+	return &Tx{Conn: c, db: sqlDB}, nil
+}
+
+// Commit commits. It is not interrupted by the caller's context: SQLite
+// commits in the process, quickly, and a COMMIT left half-way would make the
+// outcome unknown.
+func (t *Tx) Commit() error { return t.end("COMMIT") }
+
+// Rollback rolls back.
+func (t *Tx) Rollback() error { return t.end("ROLLBACK") }
+
+func (t *Tx) end(stmt string) error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	t.done = true
+	_, err := t.conn.ExecContext(context.Background(), stmt)
+	if err != nil && stmt == "COMMIT" {
+		// A failed COMMIT leaves the transaction open on SQLite.
+		if _, rerr := t.conn.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+			t.bad = true
+		}
+	} else if err != nil {
+		t.bad = true
+	}
+	if t.readOnly && !t.bad {
+		if _, rerr := t.conn.ExecContext(context.Background(), "PRAGMA query_only = 0"); rerr != nil {
+			t.bad = true
+		}
+	}
+	if t.gate != nil {
+		t.Release(context.Background())
+	} else {
+		if t.bad {
+			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = t.conn.Close()
+	}
+	return err
+}
+
+// The gorm.ConnPool methods, on the transaction's connection.
+
+// ExecContext implements gorm.ConnPool.
+func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext implements gorm.ConnPool.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext implements gorm.ConnPool.
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.conn.QueryRowContext(ctx, query, args...)
+}
+
+// PrepareContext implements gorm.ConnPool.
+func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return t.conn.PrepareContext(ctx, query)
+}
+
+// SQL returns the connection, for the statement the turn was taken for.
+func (c *Conn) SQL() *sql.Conn { return c.conn }
+
+// ReadOnly reports whether the transaction began read-only: it holds no
+// write lock and never may.
+func (t *Tx) ReadOnly() bool { return t.readOnly }

@@ -1,0 +1,258 @@
+// Package store is the layer below package repository: how a statement is
+// sent (on a transaction of the context, or on its own where its outcome
+// must be told), how it is shown to GORM's logger and callbacks, and how
+// transactions begin, end and nest. Package repository builds its API on it;
+// applications do not use it.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/sqlitegate"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// How a write's outcome is told.
+//
+// Inside a transaction nothing is applied before COMMIT, so a statement's
+// error is definite: the transaction will not commit it (RunTx classifies
+// the COMMIT). Outside a transaction a write statement commits by itself,
+// and an error can leave its outcome unknown — the statement was sent, then
+// the connection broke or the context ended before the answer. exec tells
+// the two apart (locking.ClassifyWrite) and, where it can, keeps a deadline
+// from producing an unknown outcome at all by bounding the wait on the
+// database instead: on PostgreSQL the statement sets its own lock_timeout a
+// little shorter than the time the context has left, so a write blocked on a
+// row lock fails there, definitely not applied; on SQLite the wait for the
+// write lock happens in Go (package sqlitegate) and the statement itself runs to
+// its end.
+
+// Stmt is one write statement of a repository.
+type Stmt struct {
+	Text string
+	// Bounded is Text with one more parameter, last: the lock_timeout the
+	// statement sets for itself (PostgreSQL); Text itself where the
+	// dialect bounds a statement with a prefix (MariaDB's SET STATEMENT
+	// max_statement_time, see dialect.Caps.StatementTimeout); "" where
+	// the dialect bounds waits otherwise (SQLite) or cannot (MySQL).
+	Bounded string
+}
+
+// SendFunc sends one statement on pool and reads its result.
+type SendFunc func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error
+
+// Store is a database as gormlock's calls use it: the repositories, and the
+// package-level calls that take a *gorm.DB.
+type Store struct {
+	Gorm  *gorm.DB // a session without GORM's default write transaction
+	SQLDB *sql.DB  // identity of the database, to match transactions in ctx
+	Caps  dialect.Caps
+	// Callbacks sends statements through GORM's callbacks (see "Logging
+	// and tracing" in package repository's doc).
+	Callbacks bool
+}
+
+// Of returns the Store of db, or an error for a database gormlock does
+// not support. For MySQL it asks the server, once per database, whether it
+// is MySQL, MariaDB or a Galera cluster (see flavorOf).
+func Of(db *gorm.DB, op string) (Store, error) {
+	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
+		return Store{}, locking.Invalid("%s: db is nil or not opened (use gorm.Open)", op)
+	}
+	name := db.Dialector.Name()
+	caps, ok := dialect.Lookup(name)
+	if !ok {
+		return Store{}, fmt.Errorf("%w: %s: dialect %q (gormlock supports SQLite, PostgreSQL, MariaDB and MySQL)", locking.ErrNotSupported, op, name)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return Store{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if name == dialect.MySQL {
+		if caps, err = flavorOf(sqlDB); err != nil {
+			return Store{}, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return Store{
+		Gorm:      WithCallerLogger(db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true})),
+		SQLDB:     sqlDB,
+		Caps:      caps,
+		Callbacks: UsesCallbacks(db),
+	}, nil
+}
+
+// flavors caches what each MySQL database said it is.
+var flavors sync.Map // *sql.DB -> dialect.Caps
+
+// flavorOf asks a MySQL server whether it is MySQL, MariaDB or a node of a
+// Galera cluster: their locks and statements differ (see package dialect).
+// The answer is kept for the *sql.DB.
+func flavorOf(sqlDB *sql.DB) (dialect.Caps, error) {
+	if c, ok := flavors.Load(sqlDB); ok {
+		return c.(dialect.Caps), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var version, name, wsrep string
+	if err := sqlDB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return dialect.Caps{}, fmt.Errorf("asking the MySQL server its version: %w", locking.Classify(err))
+	}
+	err := sqlDB.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &wsrep)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dialect.Caps{}, fmt.Errorf("asking the MySQL server whether it is a Galera node: %w", locking.Classify(err))
+	}
+	c := dialect.Flavor(version, wsrep)
+	flavors.Store(sqlDB, c)
+	return c, nil
+}
+
+// conn returns the database or the transaction for ctx, and whether it is a
+// transaction.
+func (s Store) Conn(ctx context.Context) (*gorm.DB, bool) {
+	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
+		return st.tx, true
+	}
+	return s.Gorm, false
+}
+
+// exec runs the write statement st with args: in the transaction of ctx
+// when there is one, otherwise as a statement that commits by itself. The
+// error is classified; outside a transaction it matches
+// locking.ErrCommitUnknown when the statement may have been applied although
+// it failed.
+func (s Store) Exec(ctx context.Context, st Stmt, args []any, send SendFunc) error {
+	if db, inTx := s.Conn(ctx); inTx {
+		return locking.Classify(send(ctx, db.Statement.ConnPool, st.Text, args))
+	}
+	return s.autocommit(ctx, st, args, send)
+}
+
+// ExecResult is exec for a statement whose result is its rows affected.
+func (s Store) ExecResult(ctx context.Context, st Stmt, args []any) (n int64, err error) {
+	err = s.Exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		n, err = s.ExecSQL(ctx, pool, query, args)
+		return err
+	})
+	return n, err
+}
+
+// ExecResultID is exec for a statement whose result is its rows affected
+// and the LAST_INSERT_ID it set (see dialect.LastInsertID).
+func (s Store) ExecResultID(ctx context.Context, st Stmt, args []any) (n, id int64, err error) {
+	err = s.Exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		n, id, err = s.ExecSQLID(ctx, pool, query, args, true)
+		return err
+	})
+	return n, id, err
+}
+
+// autocommit runs st outside a transaction (see exec).
+func (s Store) autocommit(ctx context.Context, st Stmt, args []any, send SendFunc) error {
+	if err := ctx.Err(); err != nil {
+		return err // nothing was sent
+	}
+	if s.Caps.SingleWriter {
+		return s.autocommitSQLite(ctx, st, args, send, sqlitegate.Wait{})
+	}
+	query := st.Text
+	budget, bounded := waitBudget(ctx)
+	bounded = bounded && st.Bounded != ""
+	if bounded {
+		if prefix := s.Caps.StatementTimeout; prefix != "" {
+			query = prefix + Seconds(budget) + " FOR " + st.Text
+		} else {
+			query = st.Bounded
+			args = append(args[:len(args):len(args)], pgInterval(budget))
+		}
+	}
+	err := send(ctx, s.Gorm.Statement.ConnPool, query, args)
+	if err == nil {
+		return nil
+	}
+	err = locking.ClassifyWrite(err)
+	var de *locking.DatabaseError
+	if bounded && errors.As(err, &de) && (de.Kind == locking.ErrLocked || de.Kind == locking.ErrLockTimeout) {
+		// The statement's own bound, derived from the deadline: the
+		// database gave up waiting (or killed the statement) before
+		// the deadline, so it was not applied.
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded,
+			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err})
+	}
+	return err
+}
+
+// autocommitSQLite runs st on a connection of its own once it may take the
+// write lock. SQLite runs statements in the process: whatever the error,
+// the statement did not apply, so every error is definite.
+func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send SendFunc, w sqlitegate.Wait) error {
+	c, err := sqlitegate.Take(ctx, s.SQLDB, w)
+	if err != nil {
+		return err
+	}
+	defer c.Release(ctx)
+	return c.Lock(ctx, w, func() error {
+		return locking.Classify(send(ctx, Pinned{c.SQL()}, st.Text, args))
+	})
+}
+
+// waitBudget returns how long a statement sent now may wait on the database
+// so that it gives up before ctx's deadline and says so: the time left
+// minus a margin for the answer to come back (a fifth of it, between 5 ms
+// and 1 s), at least 1 ms. ok is false without a deadline.
+func waitBudget(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := time.Until(dl)
+	margin := min(max(left/5, 5*time.Millisecond), time.Second)
+	return max(left-margin, time.Millisecond), true
+}
+
+// pgInterval writes d as a PostgreSQL interval in whole milliseconds
+// ("250ms"), at least 1.
+func pgInterval(d time.Duration) string {
+	return strconv.FormatInt(max(int64(d/time.Millisecond), 1), 10) + "ms"
+}
+
+// Seconds writes d as seconds with millisecond precision ("0.250"), at
+// least 0.001, for MariaDB's max_statement_time.
+func Seconds(d time.Duration) string {
+	ms := max(int64(d/time.Millisecond), 1)
+	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
+}
+
+// QueryRowScan is a SendFunc that reads one row into dest; no row gives
+// sql.ErrNoRows.
+func (s Store) QueryRowScan(dest ...any) SendFunc {
+	return func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+		return s.ScanSQL(ctx, pool, query, args, dest...)
+	}
+}
+
+// Pinned is a connection a statement must run on: SQLite's, on which
+// gormlock waits for the write lock in Go. It implements gorm.TxCommitter
+// so that plugins that route statements to other databases
+// (gorm.io/plugin/dbresolver) leave it alone, as they leave transactions;
+// nothing ever commits it.
+type Pinned struct{ *sql.Conn }
+
+var errPinned = errors.New("gormlock: a Pinned connection is not a transaction")
+
+// Commit implements gorm.TxCommitter; it is never called.
+func (Pinned) Commit() error { return errPinned }
+
+// Rollback implements gorm.TxCommitter; it is never called.
+func (Pinned) Rollback() error { return errPinned }
+
+// IsNoRows reports a query that found no row.
+func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

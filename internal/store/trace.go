@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/logger"
+)
+
+// UsesCallbacks is repository.WithCallbacks' default: on when db has
+// plugins.
+func UsesCallbacks(db *gorm.DB) bool { return len(db.Config.Plugins) > 0 }
+
+// ScanSQL sends query, which returns at most one row, on pool and scans
+// that row into dest; no row gives sql.ErrNoRows.
+func (s Store) ScanSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any, dest ...any) error {
+	sending(args)
+	if s.Callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		tx.Callback().Row().Execute(tx)
+		if tx.Error != nil {
+			return tx.Error
+		}
+		row, ok := tx.Statement.Dest.(*sql.Row)
+		if !ok {
+			return errors.New("gormlock: GORM's Row callback returned no row; a callback replaced gorm:row")
+		}
+		err := row.Scan(dest...)
+		NoteRolledBack(ctx, s, err)
+		return err
+	}
+	begin := time.Now()
+	err := pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+	NoteRolledBack(ctx, s, err)
+	rows := int64(1)
+	traceErr := err
+	if errors.Is(err, sql.ErrNoRows) {
+		rows, traceErr = 0, nil
+	}
+	s.trace(ctx, begin, query, args, rows, traceErr)
+	return err
+}
+
+// ExecSQL sends query, a statement without result rows, on pool and
+// returns the rows it affected.
+func (s Store) ExecSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (int64, error) {
+	n, _, err := s.ExecSQLID(ctx, pool, query, args, false)
+	return n, err
+}
+
+// ExecSQLID is ExecSQL that also returns, when withID is true, the
+// LAST_INSERT_ID the statement set (MySQL's answer carries it).
+func (s Store) ExecSQLID(ctx context.Context, pool gorm.ConnPool, query string, args []any, withID bool) (n, id int64, err error) {
+	sending(args)
+	if s.Callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		res := gorm.WithResult()
+		tx.Statement.Result = res
+		tx.Callback().Raw().Execute(tx)
+		if tx.Error != nil {
+			NoteRolledBack(ctx, s, tx.Error)
+			return 0, 0, tx.Error
+		}
+		if withID && res.Result != nil {
+			if id, err = res.Result.LastInsertId(); err != nil {
+				return 0, 0, err
+			}
+		}
+		return tx.RowsAffected, id, nil
+	}
+	begin := time.Now()
+	r, err := pool.ExecContext(ctx, query, args...)
+	if err == nil {
+		n, err = r.RowsAffected()
+		if err == nil && withID {
+			id, err = r.LastInsertId()
+		}
+	}
+	s.trace(ctx, begin, query, args, n, err)
+	NoteRolledBack(ctx, s, err)
+	return n, id, err
+}
+
+// QuerySQL sends query on pool and returns its rows.
+func (s Store) QuerySQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (*sql.Rows, error) {
+	sending(args)
+	if s.Callbacks {
+		tx := s.viaCallbacks(ctx, pool, query, args)
+		tx.Statement.Settings.Store("rows", true)
+		tx.Callback().Row().Execute(tx)
+		if tx.Error != nil {
+			NoteRolledBack(ctx, s, tx.Error)
+			return nil, tx.Error
+		}
+		rows, ok := tx.Statement.Dest.(*sql.Rows)
+		if !ok {
+			return nil, errors.New("gormlock: GORM's Row callback returned no rows; a callback replaced gorm:row")
+		}
+		return rows, nil
+	}
+	begin := time.Now()
+	rows, err := pool.QueryContext(ctx, query, args...)
+	s.trace(ctx, begin, query, args, -1, err)
+	NoteRolledBack(ctx, s, err)
+	return rows, err
+}
+
+// viaCallbacks returns a GORM session that runs query with args on pool
+// through a callback processor: GORM's processor sends Statement.SQL as it
+// is, then the plugins' callbacks and the logger see it. It is marked
+// onPrimary, so that dbresolver keeps it on the primary.
+func (s Store) viaCallbacks(ctx context.Context, pool gorm.ConnPool, query string, args []any) *gorm.DB {
+	tx := s.Gorm.Session(&gorm.Session{NewDB: true, Context: ctx}).Clauses(onPrimary{})
+	tx.Statement.ConnPool = pool
+	tx.Statement.SQL.WriteString(query)
+	tx.Statement.Vars = args
+	return tx
+}
+
+// trace shows one statement gormlock sent itself to the GORM logger, as
+// GORM's processor does after its own, with the caller appended to the SQL.
+// It allocates nothing: the function the logger calls for the SQL is a
+// pooled traceCall's (GORM's own processor reuses its statement the same
+// way once the logger returns).
+func (s Store) trace(ctx context.Context, begin time.Time, query string, args []any, rows int64, err error) {
+	log := s.Gorm.Logger
+	if cl, ok := log.(callerLogger); ok {
+		log = cl.Interface // the note is added here
+	}
+	if log == nil {
+		return
+	}
+	tc := traceCalls.Get().(*traceCall)
+	tc.ctx, tc.log, tc.dialector, tc.query, tc.args, tc.rows = ctx, log, s.Gorm.Dialector, query, args, rows
+	log.Trace(ctx, begin, tc.sql, err)
+	*tc = traceCall{sql: tc.sql}
+	traceCalls.Put(tc)
+}
+
+// traceCall is one statement being shown to a logger.
+type traceCall struct {
+	ctx       context.Context
+	log       logger.Interface
+	dialector gorm.Dialector
+	query     string
+	args      []any
+	rows      int64
+	sql       func() (string, int64) // tc.explain, bound once
+}
+
+var traceCalls = sync.Pool{New: func() any {
+	tc := &traceCall{}
+	tc.sql = tc.explain
+	return tc
+}}
+
+// explain returns the statement with its arguments in place, and the
+// caller, for the logger.
+func (tc *traceCall) explain() (string, int64) {
+	q, vars := tc.query, loggable(tc.args)
+	if f, ok := tc.log.(gorm.ParamsFilter); ok {
+		q, vars = f.ParamsFilter(tc.ctx, q, vars...)
+	}
+	return tc.dialector.Explain(q, vars...) + callerNote(), tc.rows
+}
+
+// WithCallerLogger returns db with its logger wrapped in callerLogger (once),
+// for the sessions gormlock's statements run on.
+func WithCallerLogger(db *gorm.DB) *gorm.DB {
+	if db.Logger == nil {
+		return db
+	}
+	if _, ok := db.Logger.(callerLogger); ok {
+		return db
+	}
+	return db.Session(&gorm.Session{Logger: callerLogger{db.Logger}})
+}
+
+// LateArg is an argument whose value is computed when the driver converts
+// it, once per send (package repository's versions: the clock is read as
+// late as possible). Sending readies it for the next send; Sent returns the
+// value last sent, which is what the logger shows.
+type LateArg interface {
+	driver.Valuer
+	Sending()
+	Sent() any
+}
+
+// sending readies the LateArgs among args for a statement about to be
+// sent.
+func sending(args []any) {
+	for _, a := range args {
+		if la, ok := a.(LateArg); ok {
+			la.Sending()
+		}
+	}
+}
+
+// loggable returns args as they were sent, with the value a LateArg sent in
+// its place (computing it again would move it on).
+func loggable(args []any) []any {
+	for i, a := range args {
+		if la, ok := a.(LateArg); ok {
+			out := append([]any(nil), args...)
+			out[i] = la.Sent()
+			return out
+		}
+	}
+	return args
+}
+
+// callerLogger is the GORM logger of the statements gormlock sends, and of
+// its sessions' GORM calls: the application's, with the caller named in the
+// SQL.
+type callerLogger struct{ logger.Interface }
+
+// LogMode implements logger.Interface, keeping the wrapper.
+func (l callerLogger) LogMode(level logger.LogLevel) logger.Interface {
+	return callerLogger{l.Interface.LogMode(level)}
+}
+
+// Trace implements logger.Interface.
+func (l callerLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	l.Interface.Trace(ctx, begin, func() (string, int64) {
+		q, rows := fc()
+		return q + callerNote(), rows
+	}, err)
+}
+
+// ParamsFilter implements gorm.ParamsFilter when the wrapped logger does.
+func (l callerLogger) ParamsFilter(ctx context.Context, sql string, params ...any) (string, []any) {
+	if f, ok := l.Interface.(gorm.ParamsFilter); ok {
+		return f.ParamsFilter(ctx, sql, params...)
+	}
+	return sql, params
+}
+
+// libraryPrefixes are the packages whose frames callerNote passes over: GORM
+// and its drivers and plugins, gormlock's own packages, and net/http, which
+// calls the HTTP adapter.
+var libraryPrefixes = []string{
+	"gorm.io/",
+	"github.com/gormlock/gormlock/repository.",
+	"github.com/gormlock/gormlock/locking.",
+	"github.com/gormlock/gormlock/rest.",
+	"github.com/gormlock/gormlock/opendb/",
+	"github.com/gormlock/gormlock/internal/store.",
+	"github.com/gormlock/gormlock/internal/sqlitegate.",
+	"github.com/gormlock/gormlock/migrations.",
+	"github.com/gormlock/gormlock/models.",
+	"net/http.",
+	"runtime.",
+	"database/sql.",
+}
+
+// callerNote returns " /* gormlock: file:line */", the first frame of the
+// calling goroutine outside the libraries (a test file counts as the
+// caller), or the outermost library frame when there is none (a handler of
+// the HTTP adapter).
+func callerNote() string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	var last runtime.Frame
+	for {
+		f, more := frames.Next()
+		if f.File != "" && (strings.HasSuffix(f.File, "_test.go") || !isLibrary(f.Function)) {
+			return note(f)
+		}
+		if f.File != "" && !strings.HasPrefix(f.Function, "runtime.") {
+			last = f
+		}
+		if !more {
+			break
+		}
+	}
+	if last.File == "" {
+		return ""
+	}
+	return note(last)
+}
+
+func isLibrary(function string) bool {
+	for _, p := range libraryPrefixes {
+		if strings.HasPrefix(function, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func note(f runtime.Frame) string {
+	return " /* gormlock: " + f.File + ":" + strconv.Itoa(f.Line) + " */"
+}
+
+// primary marks a GORM query to run on the primary database when
+// gorm.io/plugin/dbresolver is registered: a read a guarded write depends on
+// must not see a replica's older state. Without dbresolver it changes
+// nothing.
+func Primary(q *gorm.DB) *gorm.DB { return q.Clauses(onPrimary{}) }
+
+// onPrimary is dbresolver's Write operation (dbresolver.Write), written
+// here so that gormlock does not import dbresolver, whose module requires a
+// MySQL driver that every importer would then download: it sets the
+// statement setting dbresolver's callback reads, and runs that callback
+// when dbresolver is registered.
+type onPrimary struct{}
+
+const (
+	resolverWrite    = "gorm:db_resolver:write"
+	resolverRead     = "gorm:db_resolver:read"
+	resolverCallback = "gorm:db_resolver"
+)
+
+// ModifyStatement implements gorm.StatementModifier.
+func (onPrimary) ModifyStatement(stmt *gorm.Statement) {
+	stmt.Settings.Delete(resolverRead)
+	stmt.Settings.Store(resolverWrite, struct{}{})
+	if fc := stmt.DB.Callback().Query().Get(resolverCallback); fc != nil {
+		fc(stmt.DB)
+	}
+}
+
+// Build implements clause.Expression; the operation adds no SQL.
+func (onPrimary) Build(clause.Builder) {}

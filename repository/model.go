@@ -1,0 +1,265 @@
+package repository
+
+import (
+	"database/sql"
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// VersionTag marks the version field when it is not named Version:
+//
+//	Rev int64 `gormlock:"version"`
+const VersionTag = "version"
+
+// meta is everything about T that the hot path needs, computed once by New:
+// the model's facts, and the statements compiled from them.
+type meta struct {
+	model
+	statements
+}
+
+// model is what GORM's schema says about T, as gormlock's calls use it.
+type model struct {
+	schema *schema.Schema
+	table  string
+	// pks are the primary key's columns, in the model's order; pk is the
+	// first, the whole key unless it is composite (see Key).
+	pks       []*schema.Field
+	pk        *schema.Field
+	version   *schema.Field
+	createdAt *schema.Field // nil when the model has none
+	updatedAt *schema.Field // nil when the model has none
+	// deletedAt is the gorm.DeletedAt field of a model with soft delete,
+	// nil otherwise: then Delete sets it, and reads and writes skip rows
+	// where it is set.
+	deletedAt *schema.Field
+	setCols   []*schema.Field
+	caps      dialect.Caps
+	// hooks are the GORM hooks the model has that gormlock's own
+	// statements must run (GORM runs the create and find hooks itself).
+	hooks hooks
+	// assocs are the model's associations (has one, has many, belongs
+	// to, many to many), by field name.
+	assocs []*schema.Relationship
+
+	// readCols are the columns Get reads, in selectSQL's order: every
+	// readable column of the model.
+	readCols []*schema.Field
+	// direct holds, per read column, the index path of a field Get scans
+	// straight into (see directIndex), or nil for one it scans GORM's way.
+	direct    [][]int
+	anyDirect bool
+}
+
+// buildMeta parses T with GORM's schema parser and prepares the SQL of the
+// guarded statements, quoted and with the dialect's placeholders.
+func buildMeta[T any](db *gorm.DB, caps dialect.Caps) (*meta, error) {
+	var zero T
+	typ := reflect.TypeOf(zero)
+	if typ == nil || typ.Kind() != reflect.Struct {
+		return nil, locking.Invalid("repository: type %v is not a struct", typ)
+	}
+	parse := &gorm.Statement{DB: db}
+	if err := parse.Parse(&zero); err != nil {
+		return nil, fmt.Errorf("repository: parse %v: %w", typ, err)
+	}
+	s := parse.Schema
+	m := &meta{model: model{schema: s, table: s.Table, caps: caps}}
+
+	// The columns, one field each: when an outer field shadows an embedded
+	// one of the same column, only the outer (GORM's winner) is used.
+	cols := make([]*schema.Field, 0, len(s.DBNames))
+	var pks []*schema.Field
+	for _, name := range s.DBNames {
+		f := s.FieldsByDBName[name]
+		cols = append(cols, f)
+		if f.PrimaryKey {
+			pks = append(pks, f)
+		}
+	}
+	if len(pks) == 0 {
+		return nil, locking.Invalid("repository: %v has no primary key: gormlock addresses every record by its key; tag the key field(s) `gorm:\"primaryKey\"` (or embed gorm.Model)", typ)
+	}
+	m.pks, m.pk = pks, pks[0]
+
+	for _, f := range cols {
+		switch {
+		case f.FieldType == reflect.TypeOf(gorm.DeletedAt{}):
+			if m.deletedAt != nil {
+				return nil, fmt.Errorf("%w: repository: %v has two soft-delete fields (%s, %s); gormlock handles one gorm.DeletedAt field", locking.ErrNotSupported, typ, m.deletedAt.Name, f.Name)
+			}
+			m.deletedAt = f
+		case hasDeleteClauses(f):
+			return nil, fmt.Errorf("%w: repository: %v.%s (%v) brings its own delete clauses; gormlock's soft delete works with gorm.DeletedAt only: use gorm.DeletedAt for the field", locking.ErrNotSupported, typ, f.Name, f.FieldType)
+		}
+	}
+	if m.deletedAt != nil && m.deletedAt.PrimaryKey {
+		return nil, locking.Invalid("repository: %v: the soft-delete field %s cannot be part of the primary key", typ, m.deletedAt.Name)
+	}
+	m.hooks = hooksOf(s)
+	m.assocs = associationsOf(s)
+	for _, f := range cols {
+		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
+			if m.version != nil && m.version.Tag.Get("gormlock") == VersionTag {
+				return nil, locking.Invalid("repository: %v has two fields tagged gormlock:\"version\"", typ)
+			}
+			m.version = f
+		} else if f.Name == "Version" && (m.version == nil || m.version.Tag.Get("gormlock") != VersionTag) {
+			m.version = f
+		}
+	}
+	if m.version == nil {
+		return nil, locking.Invalid("repository: %v has no version field, which gormlock's guarded writes need: embed models.Versioning (beside gorm.Model) or models.Versioned, or tag an int64 field `gormlock:\"version\"`", typ)
+	}
+	if k := m.version.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || m.version.FieldType.Bits() < 64 {
+		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, m.version.Name, m.version.FieldType)
+	}
+	if m.version.PrimaryKey {
+		return nil, locking.Invalid("repository: %v: the version field cannot be part of the primary key", typ)
+	}
+	if !m.version.Updatable || !m.version.Readable || !m.version.Creatable {
+		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, m.version.Name)
+	}
+
+	for _, f := range cols {
+		if f.Readable {
+			m.readCols = append(m.readCols, f)
+			idx := directIndex(typ, f)
+			m.direct = append(m.direct, idx)
+			m.anyDirect = m.anyDirect || idx != nil
+		}
+		if f.PrimaryKey || f == m.version || f == m.deletedAt {
+			continue
+		}
+		switch {
+		case f.AutoCreateTime != 0 && m.createdAt == nil:
+			m.createdAt = f
+			continue
+		case f.AutoUpdateTime != 0 && m.updatedAt == nil:
+			if !isTimeField(f) {
+				return nil, fmt.Errorf("%w: repository: %v.%s: gormlock sets update times itself and handles time.Time (or *time.Time) only, not %v: make the field a time.Time, or tag it `gorm:\"autoUpdateTime:false\"` and set it yourself", locking.ErrNotSupported, typ, f.Name, f.FieldType)
+			}
+			m.updatedAt = f
+			continue
+		}
+		if f.Updatable {
+			m.setCols = append(m.setCols, f)
+		}
+	}
+
+	return m, nil
+}
+
+// ownSelect reports whether Get may read with a SELECT of its own that
+// names readCols. Not for a model with an AfterFind hook, which only GORM
+// runs, nor for one with a read-only field (tagged "->"): such a field may
+// have no column in the table (one filled only by a custom Select), and
+// naming it would fail where GORM's SELECT * leaves it zero. Every other
+// readable column is one that Create and Update write, so it exists.
+func (m *meta) ownSelect() bool {
+	if m.schema.AfterFind {
+		return false
+	}
+	for _, f := range m.readCols {
+		if !f.Creatable && !f.Updatable && !f.PrimaryKey {
+			return false
+		}
+	}
+	return true
+}
+
+var scannerType = reflect.TypeFor[sql.Scanner]()
+
+// directIndex returns the index path of f in model when Get may scan the
+// column straight into the field: a bool, number, string or time.Time held
+// by value (also through embedded structs held by value), with no serializer
+// and no Scan method of its own. database/sql stores such a value exactly as
+// GORM's scan does, except a NULL, which GORM reads as the zero value and
+// database/sql refuses: Get then scans the row again GORM's way. Any other
+// field gets nil and is always scanned GORM's way.
+func directIndex(model reflect.Type, f *schema.Field) []int {
+	if f.Serializer != nil || reflect.PointerTo(f.FieldType).Implements(scannerType) {
+		return nil
+	}
+	switch k := f.FieldType.Kind(); {
+	case k == reflect.Bool, k == reflect.String, isInt(k), k == reflect.Float32, k == reflect.Float64:
+	case f.FieldType == reflect.TypeFor[time.Time]():
+	default:
+		return nil
+	}
+	t := model
+	for _, i := range f.StructField.Index {
+		if i < 0 || t.Kind() != reflect.Struct || i >= t.NumField() {
+			return nil // a negative index is GORM's mark of an embedded pointer
+		}
+		t = t.Field(i).Type
+	}
+	if t != f.FieldType {
+		return nil
+	}
+	return f.StructField.Index
+}
+
+// hasDeleteClauses reports a field whose type changes GORM's DELETE (a
+// soft-delete type other than gorm.DeletedAt, such as
+// gorm.io/plugin/soft_delete's).
+func hasDeleteClauses(f *schema.Field) bool {
+	_, ok := reflect.New(f.FieldType).Interface().(schema.DeleteClausesInterface)
+	if !ok {
+		_, ok = reflect.New(f.FieldType).Elem().Interface().(schema.DeleteClausesInterface)
+	}
+	return ok
+}
+
+func isTimeField(f *schema.Field) bool {
+	t := f.FieldType
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == reflect.TypeOf(time.Time{})
+}
+
+// intFits reports whether the integer v converts to the integer type want
+// without wrapping.
+func intFits(v reflect.Value, want reflect.Type) bool {
+	probe := reflect.New(want).Elem()
+	if isUint(v.Kind()) {
+		u := v.Uint()
+		if isUint(want.Kind()) {
+			return !probe.OverflowUint(u)
+		}
+		return u <= math.MaxInt64 && !probe.OverflowInt(int64(u))
+	}
+	i := v.Int()
+	if isUint(want.Kind()) {
+		return i >= 0 && !probe.OverflowUint(uint64(i))
+	}
+	return !probe.OverflowInt(i)
+}
+
+func isInt(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uint64 }
+
+func isUint(k reflect.Kind) bool {
+	return k >= reflect.Uint && k <= reflect.Uint64
+}
+
+// now returns the timestamp written by a write: UTC, with the microsecond
+// precision every supported database stores, so the in-memory entity equals
+// what a later Get returns.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// timeValue converts t to the Go type of a timestamp field.
+func timeValue(f *schema.Field, t time.Time) any {
+	if f.FieldType.Kind() == reflect.Pointer {
+		return &t
+	}
+	return t
+}
