@@ -1,6 +1,6 @@
 module github.com/gormlock/gormlock
 
-go 1.26.0
+go 1.24.0
 
 require gorm.io/gorm v1.30.5
 

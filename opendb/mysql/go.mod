@@ -1,6 +1,6 @@
 module github.com/gormlock/gormlock/opendb/mysql
 
-go 1.26.0
+go 1.24.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.0

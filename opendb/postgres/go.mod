@@ -1,6 +1,6 @@
 module github.com/gormlock/gormlock/opendb/postgres
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/gormlock/gormlock v0.1.0

@@ -1,6 +1,6 @@
 module github.com/gormlock/gormlock/opendb/puresqlite
 
-go 1.26.0
+go 1.24.0
 
 require (
 	github.com/glebarez/sqlite v1.11.0

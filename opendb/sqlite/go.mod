@@ -1,6 +1,6 @@
 module github.com/gormlock/gormlock/opendb/sqlite
 
-go 1.26.0
+go 1.24.0
 
 require (
 	github.com/gormlock/gormlock v0.1.0
