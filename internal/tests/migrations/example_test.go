@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/opendb/sqlite"
 )
@@ -144,49 +141,4 @@ func ExampleVersion() {
 	// Output:
 	// 0 <nil>
 	// 2 <nil>
-}
-
-// FS returns the migration files, with their goose annotations, for an
-// application that runs them with goose itself or copies them.
-func ExampleFS() {
-	fsys, err := migrations.FS("postgres")
-	if err != nil {
-		panic(err)
-	}
-	names, _ := fs.Glob(fsys, "*.sql")
-	fmt.Println(names)
-
-	_, err = migrations.FS("oracle")
-	fmt.Println(errors.Is(err, locking.ErrNotSupported))
-	// Output:
-	// [00001_leases.sql 00002_operations.sql]
-	// true
-}
-
-// UpStatements are ready for db.Exec one at a time, without comments.
-func ExampleScript_UpStatements() {
-	scripts, err := migrations.Scripts("sqlite")
-	if err != nil {
-		panic(err)
-	}
-	for _, stmt := range scripts[1].UpStatements() {
-		fmt.Println(strings.Join(strings.Fields(stmt)[:3], " "), "...")
-	}
-	// Output:
-	// CREATE TABLE gormlock_operations ...
-	// CREATE INDEX gormlock_operations_expires_idx ...
-}
-
-// DownStatements undo a script's Up; run the scripts' newest first.
-func ExampleScript_DownStatements() {
-	scripts, err := migrations.Scripts("mysql")
-	if err != nil {
-		panic(err)
-	}
-	for i := len(scripts) - 1; i >= 0; i-- {
-		fmt.Println(scripts[i].DownStatements())
-	}
-	// Output:
-	// [DROP TABLE gormlock_operations]
-	// [DROP TABLE gormlock_leases]
 }

@@ -5,36 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-
-	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/repository"
 )
-
-// exampleDB opens a SQLite database in a temporary directory, with
-// gormlock's tables and the example models' (accounts, documents, jobs),
-// and returns a function that removes it.
-func exampleDB() (*gorm.DB, func()) {
-	dir, err := os.MkdirTemp("", "gormlock-example")
-	if err != nil {
-		panic(err)
-	}
-	db, err := sqliteopen.Open(filepath.Join(dir, "example.db"))
-	if err != nil {
-		panic(err)
-	}
-	if err := fixtures.Migrate(context.Background(), db); err != nil {
-		panic(err)
-	}
-	return db, func() { _ = fixtures.Close(db); _ = os.RemoveAll(dir) }
-}
 
 // An entity embedding Model gets its id from the database and its version
 // from the repository; a write at a version someone else replaced is
@@ -154,12 +131,12 @@ func ExampleVersioning() {
 
 // Attributes is stored as a JSON object, and a nil map as {}: never NULL.
 func ExampleAttributes() {
-	var none fixtures.Attributes
+	var none Attributes
 	stored, _ := none.Value()
 	sent, _ := json.Marshal(none)
 	fmt.Println(stored, string(sent))
 
-	var a fixtures.Attributes
+	var a Attributes
 	if err := a.Scan(`{"lang":"en"}`); err != nil { // as the database returns it
 		panic(err)
 	}
@@ -174,11 +151,11 @@ func ExampleDocument() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "d1", Title: "draft", Attrs: fixtures.Attributes{"lang": "en"}}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "d1", Title: "draft", Attrs: Attributes{"lang": "en"}}); err != nil {
 		panic(err)
 	}
 	d, err := docs.Get(ctx, "d1")
@@ -195,15 +172,15 @@ func ExampleAccount() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
-	acct, err = accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error {
+	acct, err = accounts.Mutate(ctx, acct.ID, func(a *Account) error {
 		a.Balance += 50
 		return nil
 	})
@@ -218,16 +195,16 @@ func ExampleJob() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	jobs, err := repository.New[fixtures.Job](db)
+	jobs, err := repository.New[Job](db)
 	if err != nil {
 		panic(err)
 	}
-	job := &fixtures.Job{Queue: "mail", Payload: "welcome ann", Status: fixtures.JobPending}
+	job := &Job{Queue: "mail", Payload: "welcome ann", Status: JobPending}
 	if err := jobs.Create(ctx, job); err != nil {
 		panic(err)
 	}
-	job, err = jobs.Mutate(ctx, job.ID, func(j *fixtures.Job) error {
-		j.Status, j.Runs, j.DoneBy = fixtures.JobDone, j.Runs+1, "worker-1"
+	job, err = jobs.Mutate(ctx, job.ID, func(j *Job) error {
+		j.Status, j.Runs, j.DoneBy = JobDone, j.Runs+1, "worker-1"
 		return nil
 	})
 	fmt.Println(job.TableName(), job.Status, job.Runs, job.DoneBy, err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
-
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -17,11 +15,11 @@ func ExampleRepository_Apply() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 10}
+	acct := &Account{Owner: "ann", Balance: 10}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -43,22 +41,22 @@ func ExampleWithAdaptive() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	mine, err := repository.New[fixtures.Account](db, repository.WithAdaptive(true))
+	mine, err := repository.New[Account](db, repository.WithAdaptive(true))
 	if err != nil {
 		panic(err)
 	}
-	other, _ := repository.New[fixtures.Account](db) // another process, say
-	acct := &fixtures.Account{Owner: "ann", Balance: 0}
+	other, _ := repository.New[Account](db) // another process, say
+	acct := &Account{Owner: "ann", Balance: 0}
 	if err := mine.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
 	var rep repository.MutateReport
 	first := true
-	_, err = mine.Mutate(ctx, acct.ID, func(a *fixtures.Account) error {
+	_, err = mine.Mutate(ctx, acct.ID, func(a *Account) error {
 		if first { // the other process writes between our read and our write
 			first = false
-			if _, err := other.Mutate(ctx, acct.ID, func(a *fixtures.Account) error { a.Balance += 10; return nil }); err != nil {
+			if _, err := other.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance += 10; return nil }); err != nil {
 				return err
 			}
 		}
@@ -67,7 +65,7 @@ func ExampleWithAdaptive() {
 	}, repository.Report(&rep))
 	fmt.Println(err, rep.Attempts, "attempts,", rep.Locked, "locked, escalated:", rep.Escalated)
 
-	got, _ := mine.Mutate(ctx, acct.ID, func(a *fixtures.Account) error { a.Balance++; return nil }, repository.Report(&rep))
+	got, _ := mine.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance++; return nil }, repository.Report(&rep))
 	fmt.Println(got.Balance, "hot:", rep.Hot, rep.Locked, "locked")
 	// Output:
 	// <nil> 2 attempts, 1 locked, escalated: true
@@ -80,19 +78,19 @@ func ExampleWithMutateHook() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db, repository.WithMutateHook(func(_ context.Context, rep repository.MutateReport) {
+	accounts, err := repository.New[Account](db, repository.WithMutateHook(func(_ context.Context, rep repository.MutateReport) {
 		fmt.Println(rep)
 	}))
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann"}
+	acct := &Account{Owner: "ann"}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
-	_, _ = accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error { a.Balance++; return nil })
-	_, _ = accounts.MutateRowLocked(ctx, acct.ID, func(a *fixtures.Account) error { a.Balance++; return nil })
-	_, _ = accounts.Mutate(ctx, int64(42), func(a *fixtures.Account) error { return nil })
+	_, _ = accounts.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance++; return nil })
+	_, _ = accounts.MutateRowLocked(ctx, acct.ID, func(a *Account) error { a.Balance++; return nil })
+	_, _ = accounts.Mutate(ctx, int64(42), func(a *Account) error { return nil })
 	// Output:
 	// mutate accounts id=1: 1 attempts, 0 locked
 	// mutateRowLocked accounts id=1: 1 attempts, 1 locked

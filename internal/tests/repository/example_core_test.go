@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
-
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
@@ -19,7 +17,7 @@ import (
 func ExampleNew() {
 	db, done := exampleDB()
 	defer done()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	fmt.Println(accounts.Table(), err)
 
 	type Note struct { // no Version field, no `gormlock:"version"` tag
@@ -39,8 +37,8 @@ func ExampleRepository_Get() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -64,8 +62,8 @@ func ExampleRepository_Find() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	for _, a := range []fixtures.Account{{Owner: "ann", Balance: 30}, {Owner: "bob", Balance: 70}, {Owner: "cy", Balance: 50}, {Owner: "dee", Balance: 5}} {
+	accounts, _ := repository.New[Account](db)
+	for _, a := range []Account{{Owner: "ann", Balance: 30}, {Owner: "bob", Balance: 70}, {Owner: "cy", Balance: 50}, {Owner: "dee", Balance: 5}} {
 		if err := accounts.Create(ctx, &a); err != nil {
 			panic(err)
 		}
@@ -94,17 +92,17 @@ func ExampleRepository_Create() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, _ := repository.New[fixtures.Document](db)
+	docs, _ := repository.New[Document](db)
 
-	doc := &fixtures.Document{ID: "doc-1", Title: "notes"}
+	doc := &Document{ID: "doc-1", Title: "notes"}
 	fmt.Println(docs.Create(ctx, doc), "versioned:", doc.Version > 0, "created at set:", !doc.CreatedAt.IsZero())
 
-	err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "other notes"})
+	err := docs.Create(ctx, &Document{ID: "doc-1", Title: "other notes"})
 	fmt.Println("exists:", errors.Is(err, locking.ErrAlreadyExists))
 
 	// An auto-increment key left zero is assigned by the database.
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann"}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann"}
 	fmt.Println(accounts.Create(ctx, acct), "id:", acct.ID)
 	// Output:
 	// <nil> versioned: true created at set: true
@@ -118,13 +116,13 @@ func ExampleRepository_Delete() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
-	fresh, _ := accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error { a.Frozen = true; return nil })
+	fresh, _ := accounts.Mutate(ctx, acct.ID, func(a *Account) error { a.Frozen = true; return nil })
 	err := accounts.Delete(ctx, acct) // acct holds the version before Mutate
 	fmt.Println("stale:", errors.Is(err, locking.ErrStaleData))
 	_, err = accounts.Get(ctx, acct.ID)
@@ -257,7 +255,7 @@ func ExampleRepository_VerifySchema() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
+	accounts, _ := repository.New[Account](db)
 	fmt.Println("accounts:", accounts.VerifySchema(ctx))
 
 	type Note struct {
@@ -287,7 +285,7 @@ func ExampleRepository_VerifySchema() {
 func ExampleRepository_Table() {
 	db, done := exampleDB()
 	defer done()
-	accounts, _ := repository.New[fixtures.Account](db)
+	accounts, _ := repository.New[Account](db)
 	type OrderLine struct {
 		models.Model
 		Qty int
@@ -304,21 +302,21 @@ func ExampleRepository_DB() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	ann, bob := &fixtures.Account{Owner: "ann", Balance: 10}, &fixtures.Account{Owner: "bob", Balance: 10}
-	for _, a := range []*fixtures.Account{ann, bob} {
+	accounts, _ := repository.New[Account](db)
+	ann, bob := &Account{Owner: "ann", Balance: 10}, &Account{Owner: "bob", Balance: 10}
+	for _, a := range []*Account{ann, bob} {
 		if err := accounts.Create(ctx, a); err != nil {
 			panic(err)
 		}
 	}
 	total := func(ctx context.Context) (sum int64) {
-		accounts.DB(ctx).Model(&fixtures.Account{}).Select("SUM(balance)").Scan(&sum)
+		accounts.DB(ctx).Model(&Account{}).Select("SUM(balance)").Scan(&sum)
 		return sum
 	}
 	fmt.Println("total:", total(ctx))
 
 	_ = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-		if _, err := accounts.Mutate(ctx, ann.ID, func(a *fixtures.Account) error { a.Balance += 5; return nil }); err != nil {
+		if _, err := accounts.Mutate(ctx, ann.ID, func(a *Account) error { a.Balance += 5; return nil }); err != nil {
 			return err
 		}
 		fmt.Println("in the transaction:", total(ctx))
@@ -335,21 +333,21 @@ func ExampleOpKey() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
 	key := repository.OpKey("withdraw-7f3a") // a new UUID per logical operation
-	withdraw := func(a *fixtures.Account) error { a.Balance -= 30; return nil }
+	withdraw := func(a *Account) error { a.Balance -= 30; return nil }
 	first, err := accounts.Mutate(ctx, acct.ID, withdraw, key)
 	fmt.Println(first.Balance, err)
 	again, err := accounts.Mutate(ctx, acct.ID, withdraw, key) // the reply was lost: retry
 	fmt.Println(again.Balance, err, "same version:", again.Version == first.Version)
 
 	// The key is bound to its first use: another write with it is refused.
-	acct2 := &fixtures.Account{Owner: "bob"}
+	acct2 := &Account{Owner: "bob"}
 	err = accounts.Create(ctx, acct2, key)
 	fmt.Println("reused:", errors.Is(err, locking.ErrOperationKeyReused))
 	// Output:
@@ -364,8 +362,8 @@ func ExampleLookupOperation() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct, repository.OpKey("signup-ann")); err != nil {
 		panic(err)
 	}
@@ -387,13 +385,13 @@ func ExampleWithRetryPolicy() {
 	ctx := context.Background()
 	policy := locking.DefaultRetryPolicy()
 	policy.MaxAttempts = 2
-	accounts, _ := repository.New[fixtures.Account](db, repository.WithRetryPolicy(policy))
-	acct := &fixtures.Account{Owner: "ann"}
+	accounts, _ := repository.New[Account](db, repository.WithRetryPolicy(policy))
+	acct := &Account{Owner: "ann"}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
-	_, err := accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error {
+	_, err := accounts.Mutate(ctx, acct.ID, func(a *Account) error {
 		db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID) // always beaten
 		a.Balance++
 		return nil
@@ -402,7 +400,7 @@ func ExampleWithRetryPolicy() {
 	fmt.Println(errors.As(err, &ex), ex.Attempts, errors.Is(err, locking.ErrStaleData))
 
 	policy.MaxAttempts = 0
-	_, err = repository.New[fixtures.Account](db, repository.WithRetryPolicy(policy))
+	_, err = repository.New[Account](db, repository.WithRetryPolicy(policy))
 	fmt.Println("invalid policy:", errors.Is(err, locking.ErrInvalidArgument))
 	// Output:
 	// true 2 true
@@ -416,13 +414,13 @@ func ExampleRetry() {
 	ctx := context.Background()
 	policy := locking.DefaultRetryPolicy()
 	policy.MaxAttempts = 1 // no retries by default
-	accounts, _ := repository.New[fixtures.Account](db, repository.WithRetryPolicy(policy))
-	acct := &fixtures.Account{Owner: "ann"}
+	accounts, _ := repository.New[Account](db, repository.WithRetryPolicy(policy))
+	acct := &Account{Owner: "ann"}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
-	beaten := func(times int) func(a *fixtures.Account) error {
-		return func(a *fixtures.Account) error {
+	beaten := func(times int) func(a *Account) error {
+		return func(a *Account) error {
 			if times > 0 {
 				times--
 				db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID)
@@ -449,15 +447,15 @@ func ExampleReport() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann"}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann"}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
 	var rep repository.MutateReport
 	first := true
-	_, err := accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error {
+	_, err := accounts.Mutate(ctx, acct.ID, func(a *Account) error {
 		if first {
 			first = false
 			db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID)
@@ -494,8 +492,8 @@ func ExampleTx() {
 	defer done()
 	ctx := context.Background()
 	db.Exec("CREATE TABLE audit (note TEXT NOT NULL)")
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -504,7 +502,7 @@ func ExampleTx() {
 		if err := repository.Tx(ctx, db).Exec("INSERT INTO audit (note) VALUES (?)", "withdraw 150").Error; err != nil {
 			return err
 		}
-		a, err := accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error { a.Balance -= 150; return nil })
+		a, err := accounts.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance -= 150; return nil })
 		if err != nil {
 			return err
 		}
@@ -527,8 +525,8 @@ func ExampleWithTx() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 
 	"gorm.io/gorm"
@@ -37,7 +36,11 @@ func Example_gormModel() {
 	if err != nil {
 		panic(err)
 	}
-	defer fixtures.Close(db)
+	sqlDB, err := db.DB()
+	if err != nil {
+		panic(err)
+	}
+	defer sqlDB.Close()
 	if err := db.AutoMigrate(&Product{}); err != nil {
 		panic(err)
 	}
@@ -98,7 +101,11 @@ func ExampleKey() {
 	if err != nil {
 		panic(err)
 	}
-	defer fixtures.Close(db)
+	sqlDB, err := db.DB()
+	if err != nil {
+		panic(err)
+	}
+	defer sqlDB.Close()
 	if err := db.AutoMigrate(&Ticket{}); err != nil {
 		panic(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
-
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/repository"
@@ -19,11 +17,11 @@ func ExampleRepository_LockRow() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -54,11 +52,11 @@ func ExampleNoWait() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -68,7 +66,7 @@ func ExampleNoWait() {
 			return err
 		}
 		// Another caller, outside this transaction, will not wait for it.
-		_, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *fixtures.Account) error {
+		_, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *Account) error {
 			a.Balance = 0
 			return nil
 		}, repository.NoWait())
@@ -90,11 +88,11 @@ func ExampleLockTimeout() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -104,7 +102,7 @@ func ExampleLockTimeout() {
 			return err
 		}
 		start := time.Now()
-		_, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *fixtures.Account) error {
+		_, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *Account) error {
 			a.Balance = 0
 			return nil
 		}, repository.LockTimeout(50*time.Millisecond))
@@ -112,7 +110,7 @@ func ExampleLockTimeout() {
 		return nil
 	})
 	fmt.Println("transaction:", err)
-	_, err = accounts.MutateRowLocked(ctx, acct.ID, func(*fixtures.Account) error { return nil }, repository.LockTimeout(0))
+	_, err = accounts.MutateRowLocked(ctx, acct.ID, func(*Account) error { return nil }, repository.LockTimeout(0))
 	fmt.Println("zero timeout:", errors.Is(err, locking.ErrInvalidArgument))
 	// Output:
 	// other caller: true waited: true
@@ -126,11 +124,11 @@ func ExampleForShare() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -150,21 +148,21 @@ func ExampleRepository_Claim() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	jobs, err := repository.New[fixtures.Job](db)
+	jobs, err := repository.New[Job](db)
 	if err != nil {
 		panic(err)
 	}
-	if err := jobs.Create(ctx, &fixtures.Job{Queue: "mail", Payload: "hello", Status: fixtures.JobPending}); err != nil {
+	if err := jobs.Create(ctx, &Job{Queue: "mail", Payload: "hello", Status: JobPending}); err != nil {
 		panic(err)
 	}
 
 	err = repository.RunInTx(ctx, db, func(ctx context.Context) error {
-		batch, err := jobs.Claim(ctx, 10, repository.Where("status = ?", fixtures.JobPending), repository.OrderBy("id", false))
+		batch, err := jobs.Claim(ctx, 10, repository.Where("status = ?", JobPending), repository.OrderBy("id", false))
 		if err != nil {
 			return err
 		}
 		for i := range batch {
-			batch[i].Status = fixtures.JobDone // ... run the job, then mark it done ...
+			batch[i].Status = JobDone // ... run the job, then mark it done ...
 		}
 		return nil
 	})
@@ -179,11 +177,11 @@ func ExampleLeases_Acquire() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
 		panic(err)
 	}
 
@@ -216,11 +214,11 @@ func ExampleLeases_Update() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
 		panic(err)
 	}
 
@@ -252,11 +250,11 @@ func ExampleLeases_Release() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
 		panic(err)
 	}
 
@@ -287,11 +285,11 @@ func ExampleLeases_Renew() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
 		panic(err)
 	}
 
@@ -319,11 +317,11 @@ func ExampleLeases_Get() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Quarterly report"}); err != nil {
 		panic(err)
 	}
 
@@ -350,11 +348,11 @@ func ExampleLeases_Delete() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Draft"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Draft"}); err != nil {
 		panic(err)
 	}
 
@@ -380,12 +378,12 @@ func ExampleLeases_Sweep() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
 	for _, id := range []string{"doc-1", "doc-2"} {
-		if err := docs.Create(ctx, &fixtures.Document{ID: id, Title: id}); err != nil {
+		if err := docs.Create(ctx, &Document{ID: id, Title: id}); err != nil {
 			panic(err)
 		}
 		doc, lease, err := docs.Leases().Acquire(ctx, id, "alice")
@@ -417,14 +415,14 @@ func ExampleReleaseOwnerLeases() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
 	var held []*repository.Lease
 	for i, owner := range []string{"alice", "alice", "bob"} {
 		id := fmt.Sprintf("doc-%d", i+1)
-		if err := docs.Create(ctx, &fixtures.Document{ID: id, Title: id}); err != nil {
+		if err := docs.Create(ctx, &Document{ID: id, Title: id}); err != nil {
 			panic(err)
 		}
 		_, lease, err := docs.Leases().Acquire(ctx, id, owner)
@@ -455,11 +453,11 @@ func ExampleWithLeaseTTL() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
+	docs, err := repository.New[Document](db, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Draft"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Draft"}); err != nil {
 		panic(err)
 	}
 
@@ -468,7 +466,7 @@ func ExampleWithLeaseTTL() {
 	err = docs.Leases().Renew(ctx, lease, repository.TTL(10*time.Second))
 	fmt.Println("above the maximum:", errors.Is(err, locking.ErrInvalidArgument))
 
-	_, err = repository.New[fixtures.Document](db, repository.WithLeaseTTL(time.Minute, time.Second))
+	_, err = repository.New[Document](db, repository.WithLeaseTTL(time.Minute, time.Second))
 	fmt.Println("default above max:", errors.Is(err, locking.ErrInvalidArgument))
 	// Output:
 	// default: <nil> 2s
@@ -482,11 +480,11 @@ func ExampleTTL() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Draft"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Draft"}); err != nil {
 		panic(err)
 	}
 
@@ -509,11 +507,11 @@ func ExampleTTL() {
 func ExampleAdapter_ParseID() {
 	db, done := exampleDB()
 	defer done()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}
@@ -540,11 +538,11 @@ func ExampleAdapter_Identity() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 
 	_, version, zeroID := accounts.Adapter().Identity(acct)
 	fmt.Println("before Create:", version, zeroID)
@@ -564,16 +562,16 @@ func ExampleAdapter_SetIdentity() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}
-	stored := &fixtures.Document{ID: "doc-1", Title: "Draft"}
+	stored := &Document{ID: "doc-1", Title: "Draft"}
 	if err := docs.Create(ctx, stored); err != nil {
 		panic(err)
 	}
 
-	body := &fixtures.Document{ID: "someone-elses-doc", Title: "Final", Versioned: models.Versioned{Version: 1}}
+	body := &Document{ID: "someone-elses-doc", Title: "Final", Versioned: models.Versioned{Version: 1}}
 	if err := docs.Adapter().SetIdentity(body, "doc-1", stored.Version); err != nil {
 		panic(err)
 	}
@@ -592,17 +590,17 @@ func ExampleAdapter_CopyWritable() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "Draft"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "Draft"}); err != nil {
 		panic(err)
 	}
 
 	loaded, _ := docs.Get(ctx, "doc-1")
 	version := loaded.Version
-	body := &fixtures.Document{ID: "other", Title: "Final", Attrs: fixtures.Attributes{"status": "done"}}
+	body := &Document{ID: "other", Title: "Final", Attrs: Attributes{"status": "done"}}
 	if err := docs.Adapter().CopyWritable(loaded, body); err != nil {
 		panic(err)
 	}
@@ -618,11 +616,11 @@ func ExampleAdapter_CopyWritable() {
 func ExampleAdapter_KeyAssignedByDatabase() {
 	db, done := exampleDB()
 	defer done()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}

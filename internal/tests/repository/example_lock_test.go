@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
-
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -17,17 +15,17 @@ func ExampleRepository_MutateRowLocked() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
 
 	var rep repository.MutateReport
-	got, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *fixtures.Account) error {
+	got, err := accounts.MutateRowLocked(ctx, acct.ID, func(a *Account) error {
 		a.Balance -= 30
 		return nil
 	}, repository.NoWait(), repository.Report(&rep))
@@ -47,14 +45,14 @@ func ExampleRepository_LockRows() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
 	// bob's account is older: its key is the lower one.
-	to := &fixtures.Account{Owner: "bob", Balance: 0}
-	from := &fixtures.Account{Owner: "ann", Balance: 100}
-	for _, a := range []*fixtures.Account{to, from} {
+	to := &Account{Owner: "bob", Balance: 0}
+	from := &Account{Owner: "ann", Balance: 100}
+	for _, a := range []*Account{to, from} {
 		if err := accounts.Create(ctx, a); err != nil {
 			panic(err)
 		}
@@ -72,10 +70,10 @@ func ExampleRepository_LockRows() {
 		}
 		src.Balance -= 25
 		dst.Balance += 25
-		return accounts.UpdateMany(ctx, []*fixtures.Account{src, dst})
+		return accounts.UpdateMany(ctx, []*Account{src, dst})
 	})
 	fmt.Println("transfer:", err)
-	for _, before := range []*fixtures.Account{from, to} {
+	for _, before := range []*Account{from, to} {
 		a, _ := accounts.Get(ctx, before.ID)
 		fmt.Println(a.Owner, a.Balance, "written:", a.Version > before.Version)
 	}
@@ -91,20 +89,20 @@ func ExampleRepository_UpdateMany() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	var batch []*fixtures.Account
+	var batch []*Account
 	for _, owner := range []string{"ann", "bob", "cy"} {
-		a := &fixtures.Account{Owner: owner, Balance: 10}
+		a := &Account{Owner: owner, Balance: 10}
 		if err := accounts.Create(ctx, a); err != nil {
 			panic(err)
 		}
 		batch = append(batch, a)
 	}
 	// Someone else changes bob's account meanwhile.
-	if _, err := accounts.Mutate(ctx, batch[1].ID, func(a *fixtures.Account) error { a.Frozen = true; return nil }); err != nil {
+	if _, err := accounts.Mutate(ctx, batch[1].ID, func(a *Account) error { a.Frozen = true; return nil }); err != nil {
 		panic(err)
 	}
 
@@ -129,11 +127,11 @@ func ExampleRepository_ForceIncrement() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db)
+	docs, err := repository.New[Document](db)
 	if err != nil {
 		panic(err)
 	}
-	doc := &fixtures.Document{ID: "order-1", Title: "Order 1"}
+	doc := &Document{ID: "order-1", Title: "Order 1"}
 	if err := docs.Create(ctx, doc); err != nil {
 		panic(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
-
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
@@ -23,15 +21,15 @@ func ExamplePurgeOperations() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db) // keys kept DefaultOperationRetention
-	if err := accounts.Create(ctx, &fixtures.Account{Owner: "ann"}, repository.OpKey("signup-ann")); err != nil {
+	accounts, _ := repository.New[Account](db) // keys kept DefaultOperationRetention
+	if err := accounts.Create(ctx, &Account{Owner: "ann"}, repository.OpKey("signup-ann")); err != nil {
 		panic(err)
 	}
 	n, err := repository.PurgeOperations(ctx, db)
 	fmt.Println("purged:", n, err)
 
-	brief, _ := repository.New[fixtures.Account](db, repository.WithOperationRetention(10*time.Millisecond))
-	if err := brief.Create(ctx, &fixtures.Account{Owner: "bob"}, repository.OpKey("signup-bob")); err != nil {
+	brief, _ := repository.New[Account](db, repository.WithOperationRetention(10*time.Millisecond))
+	if err := brief.Create(ctx, &Account{Owner: "bob"}, repository.OpKey("signup-bob")); err != nil {
 		panic(err)
 	}
 	time.Sleep(50 * time.Millisecond) // past bob's key's retention, well within ann's
@@ -72,11 +70,11 @@ func ExampleWithLeases() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, err := repository.New[fixtures.Document](db, repository.WithLeases())
+	docs, err := repository.New[Document](db, repository.WithLeases())
 	if err != nil {
 		panic(err)
 	}
-	if err := docs.Create(ctx, &fixtures.Document{ID: "doc-1", Title: "draft"}); err != nil {
+	if err := docs.Create(ctx, &Document{ID: "doc-1", Title: "draft"}); err != nil {
 		panic(err)
 	}
 	_, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
@@ -92,7 +90,7 @@ func ExampleWithLeases() {
 	fmt.Println("alice releases:", docs.Leases().Release(ctx, lease))
 	fmt.Println("bob's Update:", docs.Update(ctx, bobs))
 
-	plain, _ := repository.New[fixtures.Document](db) // without WithLeases
+	plain, _ := repository.New[Document](db) // without WithLeases
 	_, _, err = plain.Leases().Acquire(ctx, "doc-1", "carol")
 	fmt.Println("leases off:", errors.Is(err, locking.ErrInvalidArgument))
 	// Output:
@@ -122,13 +120,13 @@ func ExampleWithCallbacks() {
 		panic(err)
 	}
 
-	fast, _ := repository.New[fixtures.Account](db) // no plugins: the fast path
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	fast, _ := repository.New[Account](db) // no plugins: the fast path
+	acct := &Account{Owner: "ann", Balance: 100}
 	_ = fast.Create(ctx, acct)
 	acct.Balance = 90
 	fmt.Println(fast.Update(ctx, acct), "callback saw the UPDATE:", sawUpdate)
 
-	traced, _ := repository.New[fixtures.Account](db, repository.WithCallbacks(true))
+	traced, _ := repository.New[Account](db, repository.WithCallbacks(true))
 	acct.Balance = 80
 	fmt.Println(traced.Update(ctx, acct), "callback saw the UPDATE:", sawUpdate)
 	// Output:
@@ -144,12 +142,12 @@ func ExampleWithOperationRetention() {
 	ctx := context.Background()
 	week := 7 * 24 * time.Hour
 	for _, d := range []time.Duration{0, -time.Hour, week} {
-		_, err := repository.New[fixtures.Account](db, repository.WithOperationRetention(d))
+		_, err := repository.New[Account](db, repository.WithOperationRetention(d))
 		fmt.Printf("%v: built %v, invalid argument %v\n", d, err == nil, errors.Is(err, locking.ErrInvalidArgument))
 	}
 
-	accounts, _ := repository.New[fixtures.Account](db, repository.WithOperationRetention(week))
-	if err := accounts.Create(ctx, &fixtures.Account{Owner: "ann"}, repository.OpKey("signup-ann")); err != nil {
+	accounts, _ := repository.New[Account](db, repository.WithOperationRetention(week))
+	if err := accounts.Create(ctx, &Account{Owner: "ann"}, repository.OpKey("signup-ann")); err != nil {
 		panic(err)
 	}
 	op, _ := repository.LookupOperation(ctx, db, "signup-ann")
@@ -245,13 +243,13 @@ func ExampleOperationKey_WithFingerprint() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
-	withdraw := func(n int64) func(*fixtures.Account) error {
-		return func(a *fixtures.Account) error { a.Balance -= n; return nil }
+	withdraw := func(n int64) func(*Account) error {
+		return func(a *Account) error { a.Balance -= n; return nil }
 	}
 
 	key := repository.OpKey("req-42")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 
 	"github.com/gormlock/gormlock/locking"
@@ -34,7 +33,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer fixtures.Close(db)
+	sqlDB, err := db.DB()
+	if err != nil {
+		panic(err)
+	}
+	defer sqlDB.Close()
 	if err := db.AutoMigrate(&Wallet{}); err != nil {
 		panic(err)
 	}

@@ -4,34 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
-
-	"gorm.io/gorm"
-
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
-
-// exampleDB opens a migrated SQLite database in a temporary directory and
-// returns a function that removes it.
-func exampleDB() (*gorm.DB, func()) {
-	dir, err := os.MkdirTemp("", "gormlock-example")
-	if err != nil {
-		panic(err)
-	}
-	db, err := sqliteopen.Open(filepath.Join(dir, "example.db"))
-	if err != nil {
-		panic(err)
-	}
-	if err := fixtures.Migrate(context.Background(), db); err != nil {
-		panic(err)
-	}
-	return db, func() { _ = fixtures.Close(db); _ = os.RemoveAll(dir) }
-}
 
 // Two writers hold the same version; the second one's Update is refused
 // instead of erasing the first one's change.
@@ -39,11 +15,11 @@ func ExampleRepository_Update() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, err := repository.New[fixtures.Account](db)
+	accounts, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	acct := &Account{Owner: "ann", Balance: 100}
 	if err := accounts.Create(ctx, acct); err != nil {
 		panic(err)
 	}
@@ -77,12 +53,12 @@ func ExampleRepository_Mutate() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	acct := &fixtures.Account{Owner: "ann", Balance: 100}
+	accounts, _ := repository.New[Account](db)
+	acct := &Account{Owner: "ann", Balance: 100}
 	_ = accounts.Create(ctx, acct)
 
 	calls := 0
-	got, err := accounts.Mutate(ctx, acct.ID, func(a *fixtures.Account) error {
+	got, err := accounts.Mutate(ctx, acct.ID, func(a *Account) error {
 		calls++
 		if calls == 1 { // simulate another client writing between our read and write
 			db.Exec("UPDATE accounts SET balance = balance + 1, version = version + 1 WHERE id = ?", a.ID)
@@ -104,12 +80,12 @@ func ExampleRepository_Upsert() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	docs, _ := repository.New[fixtures.Document](db)
+	docs, _ := repository.New[Document](db)
 
-	newDoc := func() *fixtures.Document { return &fixtures.Document{Title: "notes", Attrs: fixtures.Attributes{}} }
+	newDoc := func() *Document { return &Document{Title: "notes", Attrs: Attributes{}} }
 	var last int64
 	for _, field := range []string{"field1", "field2"} {
-		d, err := docs.Upsert(ctx, "doc-1", newDoc, func(d *fixtures.Document) error {
+		d, err := docs.Upsert(ctx, "doc-1", newDoc, func(d *Document) error {
 			d.Attrs[field] = "set"
 			return nil
 		})
@@ -130,9 +106,9 @@ func ExampleRunInTx() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	accounts, _ := repository.New[fixtures.Account](db)
-	from := &fixtures.Account{Owner: "ann", Balance: 100}
-	to := &fixtures.Account{Owner: "bob", Balance: 0}
+	accounts, _ := repository.New[Account](db)
+	from := &Account{Owner: "ann", Balance: 100}
+	to := &Account{Owner: "bob", Balance: 0}
 	_ = accounts.Create(ctx, from)
 	_ = accounts.Create(ctx, to)
 	db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", to.ID) // our copy of bob goes stale

@@ -7,40 +7,26 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-
-	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 	"github.com/gormlock/gormlock/rest"
 )
 
-// exampleDocs opens a migrated SQLite database in a temporary directory and
-// returns the documents' repository on it, the database, and a function
-// that removes it.
-func exampleDocs() (*repository.Repository[fixtures.Document], *gorm.DB, func()) {
-	dir, err := os.MkdirTemp("", "gormlock-rest-example")
+// exampleDocs opens the example database (exampleDB) and returns the
+// documents' repository on it, the database, and a function that removes
+// it.
+func exampleDocs() (*repository.Repository[Document], *gorm.DB, func()) {
+	db, done := exampleDB()
+	docs, err := repository.New[Document](db)
 	if err != nil {
+		done()
 		panic(err)
 	}
-	db, err := sqliteopen.Open(filepath.Join(dir, "docs.db"))
-	if err != nil {
-		panic(err)
-	}
-	if err := fixtures.Migrate(context.Background(), db); err != nil {
-		panic(err)
-	}
-	docs, err := repository.New[fixtures.Document](db)
-	if err != nil {
-		panic(err)
-	}
-	return docs, db, func() { _ = fixtures.Close(db); _ = os.RemoveAll(dir) }
+	return docs, db, done
 }
 
 // send serves one request on h, with headers given as name, value pairs,
@@ -58,12 +44,6 @@ func send(h http.Handler, method, path, body string, headers ...string) *httptes
 	return w
 }
 
-func ExampleETag() {
-	fmt.Println(rest.ETag(3))
-	// Output:
-	// "3"
-}
-
 // The handler serves paths relative to where it is mounted: "/" is the
 // collection, "/{id}" a record.
 func ExampleHandler_ServeHTTP() {
@@ -79,7 +59,7 @@ func ExampleHandler_ServeHTTP() {
 	etag := w.Header().Get("ETag")
 
 	w = send(h, "GET", "/d1", "")
-	var d fixtures.Document
+	var d Document
 	_ = json.Unmarshal(w.Body.Bytes(), &d)
 	fmt.Println("GET /d1:", w.Code, d.Title, "same ETag:", w.Header().Get("ETag") == etag)
 
@@ -97,7 +77,7 @@ func ExampleHandler_ServeHTTP() {
 func ExampleStrict() {
 	docs, _, done := exampleDocs()
 	defer done()
-	_ = docs.Create(context.Background(), &fixtures.Document{ID: "d1", Title: "draft"})
+	_ = docs.Create(context.Background(), &Document{ID: "d1", Title: "draft"})
 
 	strict, _ := rest.New(docs)
 	w := send(strict, "PUT", "/d1", `{"title":"final"}`)
@@ -134,7 +114,7 @@ func ExamplePageLimits() {
 	docs, _, done := exampleDocs()
 	defer done()
 	for _, id := range []string{"a", "b", "c"} {
-		_ = docs.Create(context.Background(), &fixtures.Document{ID: id, Title: id})
+		_ = docs.Create(context.Background(), &Document{ID: id, Title: id})
 	}
 	h, err := rest.New(docs, rest.PageLimits(2, 10))
 	if err != nil {
@@ -142,8 +122,8 @@ func ExamplePageLimits() {
 	}
 
 	var page struct {
-		Items      []fixtures.Document `json:"items"`
-		NextOffset *int                `json:"next_offset"`
+		Items      []Document `json:"items"`
+		NextOffset *int       `json:"next_offset"`
 	}
 	_ = json.Unmarshal(send(h, "GET", "/", "").Body.Bytes(), &page)
 	fmt.Println("items:", len(page.Items), "next offset:", *page.NextOffset)

@@ -12,7 +12,7 @@ import (
 
 	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 
-	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/repository"
 	"github.com/gormlock/gormlock/rest"
 )
@@ -26,13 +26,20 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	defer fixtures.Close(db)
-	// The example models' tables (documents), and gormlock's own.
-	if err := fixtures.Migrate(context.Background(), db); err != nil {
+	sqlDB, err := db.DB()
+	if err != nil {
 		panic(err)
 	}
-	docs, _ := repository.New[fixtures.Document](db)
-	d1 := &fixtures.Document{ID: "d1", Title: "draft"}
+	defer sqlDB.Close()
+	// gormlock's own tables, and the documents table.
+	if err := migrations.Up(context.Background(), db); err != nil {
+		panic(err)
+	}
+	if err := db.AutoMigrate(&Document{}); err != nil {
+		panic(err)
+	}
+	docs, _ := repository.New[Document](db)
+	d1 := &Document{ID: "d1", Title: "draft"}
 	_ = docs.Create(context.Background(), d1)
 	read := rest.ETag(d1.Version) // what both clients got from GET
 
@@ -75,11 +82,18 @@ func ExampleMount() {
 	if err != nil {
 		panic(err)
 	}
-	defer fixtures.Close(db)
-	if err := fixtures.Migrate(context.Background(), db); err != nil {
+	sqlDB, err := db.DB()
+	if err != nil {
 		panic(err)
 	}
-	docs, _ := repository.New[fixtures.Document](db)
+	defer sqlDB.Close()
+	if err := migrations.Up(context.Background(), db); err != nil {
+		panic(err)
+	}
+	if err := db.AutoMigrate(&Document{}); err != nil {
+		panic(err)
+	}
+	docs, _ := repository.New[Document](db)
 	h, _ := rest.New(docs)
 	mux := http.NewServeMux()
 	rest.Mount(mux, "/documents", h)
@@ -103,7 +117,7 @@ func ExampleMount() {
 	fmt.Println("POST /documents:", res.StatusCode, res.Header.Get("Location"))
 
 	res = send("PATCH", "/documents/d1", "application/merge-patch+json", res.Header.Get("ETag"), `{"title":"final"}`)
-	var d fixtures.Document
+	var d Document
 	_ = json.NewDecoder(res.Body).Decode(&d)
 	res.Body.Close()
 	fmt.Println("PATCH:", res.StatusCode, d.Title, d.Attrs["lang"])
