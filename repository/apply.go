@@ -42,6 +42,7 @@ type ApplyOption interface{ applyApply(*applyConfig) error }
 type applyConfig struct {
 	cond     string
 	condArgs []any
+	op       *OperationKey
 }
 
 type applyFunc func(*applyConfig) error
@@ -90,6 +91,12 @@ func If(cond string, args ...any) ApplyOption {
 // deadlock, or on Galera a conflict with another node: not applied) runs
 // again under the repository's retry policy, and a lost connection after
 // the statement was sent gives locking.ErrCommitUnknown, as for every write.
+//
+// With OpKey, the statement and the key's record are one transaction, so
+// the change applies at most once however often the call is repeated: a
+// repeat of an applied call returns the record as it is now, and an
+// attempt whose outcome was unknown is retried — safely, since the key
+// tells.
 func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opts ...ApplyOption) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
@@ -108,38 +115,66 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 	if r.m.hooks.update() {
 		return nil, fmt.Errorf("%w: %s: Apply: the model has update hooks (BeforeSave, BeforeUpdate, AfterUpdate, AfterSave), which need the entity before the write; use Mutate", locking.ErrNotSupported, r.m.table)
 	}
-	q, args, err := r.applySQL(id, changes, cfg)
+	st, args, err := r.applySQL(id, changes, cfg)
 	if err != nil {
 		return nil, err
 	}
-	var e T
-	var n int64
-	once := func(ctx context.Context) error {
+	// once runs the statement; a statement that matched no row says why.
+	once := func(ctx context.Context) (*T, error) {
+		var e T
+		var n int64
+		var err error
 		if r.m.caps.VersionBack == dialect.LastInsertID {
-			var err error
-			n, err = r.applyMySQL(ctx, q, args, id, &e)
-			return err
+			n, err = r.applyMySQL(ctx, st.Text, args, id, &e)
+		} else {
+			err = r.st.Exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
+				var serr error
+				n, serr = r.scanReturned(ctx, pool, query, args, &e)
+				return serr
+			})
 		}
-		return r.st.Exec(ctx, store.Stmt{Text: q, Bounded: boundedOf(r.m.caps, q)}, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error {
-			var serr error
-			n, serr = r.scanReturned(ctx, pool, query, args, &e)
-			return serr
-		})
+		switch {
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return nil, r.whyNotApplied(ctx, id, cfg.cond)
+		}
+		return &e, nil
 	}
-	if _, inTx := r.st.Conn(ctx); inTx {
-		err = once(ctx)
-	} else {
-		// Not applied when the database aborted it (a deadlock; on Galera
-		// a conflict with another node, also at COMMIT): run it again.
-		err = locking.OnError(ctx, r.retry, isLockRetryable, once)
+	_, inTx := r.st.Conn(ctx)
+	if cfg.op == nil && inTx {
+		e, err := once(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: Apply id=%v: %w", r.m.table, id, err)
+		}
+		return e, nil
+	}
+	// Outside a transaction a statement the database aborted (a deadlock;
+	// on Galera a conflict with another node, also at COMMIT) was not
+	// applied: run it again. With an operation key, so is one whose outcome
+	// was unknown: the key tells whether it was applied (see withOpKey).
+	var out *T
+	var kc keyedCall
+	retry := func(err error) bool {
+		return (!inTx && isLockRetryable(err)) ||
+			(cfg.op != nil && errors.Is(err, locking.ErrCommitUnknown) && ctx.Err() == nil)
+	}
+	err = locking.OnError(ctx, r.retry, retry, func(ctx context.Context) error {
+		return r.withOpKey(ctx, cfg.op, &kc, "apply", id, func(ctx context.Context) error {
+			e, err := once(ctx)
+			if err == nil {
+				out = e
+			}
+			return err
+		}, &out)
+	})
+	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
+		err = locking.Unknown(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: Apply id=%v: %w", r.m.table, id, err)
 	}
-	if n == 0 {
-		return nil, r.whyNotApplied(ctx, id, cfg.cond)
-	}
-	return &e, nil
+	return out, nil
 }
 
 // whyNotApplied explains an Apply that matched no row: the record is
@@ -168,24 +203,14 @@ func (r *Repository[T]) whyNotApplied(ctx context.Context, id any, cond string) 
 	return &locking.NotFoundError{Table: r.m.table, ID: id}
 }
 
-// boundedOf returns the bounded form of an Apply statement: the statement
-// itself where the dialect bounds it with a prefix, "" otherwise (the
-// statement then waits for a lock as long as its context lets it).
-func boundedOf(caps dialect.Caps, q string) string {
-	if caps.StatementTimeout != "" {
-		return q
-	}
-	return ""
-}
-
 // applySQL writes Apply's UPDATE and its arguments.
-func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (string, []any, error) {
+func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (store.Stmt, []any, error) {
 	m := r.m
 	if len(changes) == 0 {
-		return "", nil, locking.Invalid("%s: Apply id=%v: no changes", m.table, id)
+		return store.Stmt{}, nil, locking.Invalid("%s: Apply id=%v: no changes", m.table, id)
 	}
 	if err := oneExpression(cfg.cond, m.caps.HashComments); err != nil {
-		return "", nil, err
+		return store.Stmt{}, nil, err
 	}
 	w := &sqlWriter{db: r.st.Gorm}
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
@@ -199,11 +224,11 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 		}
 		switch {
 		case f == nil:
-			return "", nil, locking.Invalid("%s: Apply: no field or column %q", m.table, c.field)
+			return store.Stmt{}, nil, locking.Invalid("%s: Apply: no field or column %q", m.table, c.field)
 		case !settable:
-			return "", nil, locking.Invalid("%s: Apply: %s cannot be changed by Apply (the key, the version, the creation, update or deletion time, or a read-only field)", m.table, f.Name)
+			return store.Stmt{}, nil, locking.Invalid("%s: Apply: %s cannot be changed by Apply (the key, the version, the creation, update or deletion time, or a read-only field)", m.table, f.Name)
 		case seen[f.DBName]:
-			return "", nil, locking.Invalid("%s: Apply: %s changed twice", m.table, f.Name)
+			return store.Stmt{}, nil, locking.Invalid("%s: Apply: %s changed twice", m.table, f.Name)
 		}
 		seen[f.DBName] = true
 		w.quote(f.DBName).str(" = ")
@@ -214,10 +239,10 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 			w.param()
 		default:
 			if err := oneExpression(c.sql, m.caps.HashComments); err != nil {
-				return "", nil, err
+				return store.Stmt{}, nil, err
 			}
 			if n := strings.Count(c.sql, "?"); n != len(c.args) {
-				return "", nil, locking.Invalid("%s: Apply: Expr %q has %d placeholders and %d arguments", m.table, c.sql, n, len(c.args))
+				return store.Stmt{}, nil, locking.Invalid("%s: Apply: Expr %q has %d placeholders and %d arguments", m.table, c.sql, n, len(c.args))
 			}
 			w.str("(").expr(c.sql).str(")")
 		}
@@ -247,21 +272,38 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (str
 	args = m.keyArgs(args, id)
 	if cfg.cond != "" {
 		if n := strings.Count(cfg.cond, "?"); n != len(cfg.condArgs) {
-			return "", nil, locking.Invalid("%s: Apply: If %q has %d placeholders and %d arguments", m.table, cfg.cond, n, len(cfg.condArgs))
+			return store.Stmt{}, nil, locking.Invalid("%s: Apply: If %q has %d placeholders and %d arguments", m.table, cfg.cond, n, len(cfg.condArgs))
 		}
 		w.str(" AND ").expr(cfg.cond)
 		args = append(args, cfg.condArgs...)
 	}
+	// The statement's bounded form (see store.Stmt): where the dialect
+	// bounds a statement with a prefix, the statement itself; where a
+	// write sets its own lock timeout, that condition with one more
+	// parameter, last.
+	plain, bounded := w.String(), ""
+	switch {
+	case m.caps.StatementTimeout != "":
+		bounded = plain
+	case m.caps.SelfLockTimeout != "":
+		before, after, _ := strings.Cut(m.caps.SelfLockTimeout, "?")
+		bounded = w.str(" AND ").str(before).param().str(after).String()
+	}
+	var ret strings.Builder
 	if m.caps.VersionBack == dialect.Returning || m.caps.SingleWriter {
-		w.str(" RETURNING ")
+		ret.WriteString(" RETURNING ")
 		for i, f := range m.readCols {
 			if i > 0 {
-				w.str(", ")
+				ret.WriteString(", ")
 			}
-			w.quote(f.DBName)
+			r.st.Gorm.Dialector.QuoteTo(&ret, f.DBName)
 		}
 	}
-	return w.String(), args, nil
+	st := store.Stmt{Text: plain + ret.String()}
+	if bounded != "" {
+		st.Bounded = bounded + ret.String()
+	}
+	return st, args, nil
 }
 
 // param writes the dialect's next placeholder.
@@ -318,9 +360,12 @@ func (r *Repository[T]) applyMySQL(ctx context.Context, q string, args []any, id
 	body := func(ctx context.Context) error {
 		db, _ := r.st.Conn(ctx)
 		var version int64
-		n, version, err = r.st.ExecSQLID(ctx, db.Statement.ConnPool, q, args, true)
+		// Bounded by ctx's deadline, so that a wait for the row's lock
+		// ends as ErrLockTimeout before the deadline.
+		bq, bounded := r.st.PrefixBound(ctx, q)
+		n, version, err = r.st.ExecSQLID(ctx, db.Statement.ConnPool, bq, args, true)
 		if err != nil {
-			return locking.Classify(err) // execSQLID noted a rollback
+			return store.DeadlineBound(locking.Classify(err), bounded) // execSQLID noted a rollback
 		}
 		if n == 0 {
 			return nil

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
+	"time"
 
 	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
@@ -208,7 +211,7 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 		return nil
 	}
 	if kc.uncertain {
-		prior, err := r.ops().lookupOperation(ctx, k.key)
+		prior, err := r.settleKey(ctx, k.key)
 		if err != nil {
 			return locking.Unknown(fmt.Errorf("%s: an earlier attempt's outcome is unknown, and asking whether operation %q was applied failed: %w", r.m.table, k.key, err))
 		}
@@ -241,6 +244,50 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 		return err
 	}
 	return read(prior)
+}
+
+// settleWait bounds how long a keyed call keeps asking whether an attempt
+// whose outcome was unknown was applied, when its context has no deadline.
+const settleWait = 30 * time.Second
+
+// settleKey asks whether the operation with key was applied, and while
+// asking fails — the server or the pooler in front of it unreachable for a
+// while, as in a failover or a restart — asks again after a jittered
+// backoff, until ctx ends (or settleWait passes, for a context without a
+// deadline). Each failed question would otherwise use up one of the call's
+// attempts, and a call would end "unknown" after a second-long outage
+// while its context had seconds left.
+func (r *Repository[T]) settleKey(ctx context.Context, key string) (*Operation, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, settleWait)
+		defer cancel()
+	}
+	policy := locking.RetryPolicy{MaxAttempts: math.MaxInt32, BaseDelay: r.retry.BaseDelay, MaxDelay: r.retry.MaxDelay}
+	var prior *Operation
+	err := locking.OnError(ctx, policy, unreachable, func(ctx context.Context) error {
+		var err error
+		prior, err = r.ops().lookupOperation(ctx, key)
+		return err
+	})
+	var exhausted *locking.RetryExhaustedError
+	if errors.As(err, &exhausted) {
+		err = exhausted.Last
+	}
+	return prior, err
+}
+
+// unreachable reports an error that says the database could not be asked —
+// a connection refused, reset or lost, a server shutting down or
+// restarting, a pooler that cannot log in to it — rather than an answer
+// from it: asking again later may succeed.
+func unreachable(err error) bool {
+	if locking.IsContextError(err) || errors.Is(err, locking.ErrInvalidArgument) {
+		return false
+	}
+	code := locking.Code(err)
+	return code == "" || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") ||
+		code == "53300" || code == "1040" || code == "1053"
 }
 
 // isConflict reports whether an attempt lost a race and may be re-run. An

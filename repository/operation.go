@@ -41,7 +41,8 @@ const MaxOperationKeyLen = 255
 
 // OperationKey names one logical write so that repeating it (after an
 // unknown outcome, a timeout, a client's retry) applies it at most once.
-// Make one with OpKey; it is both a WriteOption and a MutateOption.
+// Make one with OpKey; it is a WriteOption, a MutateOption and an
+// ApplyOption.
 type OperationKey struct {
 	key, fingerprint string
 }
@@ -53,7 +54,8 @@ type OperationKey struct {
 // by the call it is given to.
 //
 // A key is bound to its first use: the table, the record, the kind of write
-// (create, update, delete, force-increment, mutate, upsert) and the
+// (create, update, delete, force-increment, mutate, upsert, apply,
+// update-many) and the
 // fingerprint. Reusing it for another write is an error matching
 // locking.ErrOperationKeyReused (and locking.ErrInvalidArgument) that names
 // the first.
@@ -104,6 +106,14 @@ func (k OperationKey) applyMutate(c *mutateConfig) error {
 	return nil
 }
 
+func (k OperationKey) applyApply(c *applyConfig) error {
+	if err := k.validate(); err != nil {
+		return err
+	}
+	c.op = &k
+	return nil
+}
+
 func (k OperationKey) applyLockedMutate(c *mutateConfig) error { return k.applyMutate(c) }
 func (k OperationKey) applyUpdate(c *writeConfig) error        { return k.applyWrite(c) }
 func (k OperationKey) applyDelete(c *writeConfig) error        { return k.applyWrite(c) }
@@ -127,7 +137,7 @@ type Operation struct {
 	Key       string
 	Table     string // the record's table
 	RecordKey string // the record's primary key, as text
-	Kind      string // create, update, delete, force-increment, mutate or upsert
+	Kind      string // create, update, delete, force-increment, mutate, upsert, apply or update-many
 	Version   int64  // the version the write gave the record; 0 for a delete
 	// Fingerprint is what the caller gave with the key (see
 	// OperationKey.WithFingerprint).
@@ -177,10 +187,13 @@ var errKeyTaken = errors.New("operation key already recorded")
 func (s ops) recordOp(ctx context.Context, op Operation, retention time.Duration) error {
 	_, err := s.ExecResult(ctx, s.opStatements().insert,
 		[]any{op.Key, op.Table, op.RecordKey, op.Kind, op.Version, op.Fingerprint, retention.Milliseconds()})
-	if errors.Is(err, locking.ErrAlreadyExists) {
+	switch {
+	case errors.Is(err, locking.ErrAlreadyExists):
 		return fmt.Errorf("%w: %w", errKeyTaken, err)
+	case err != nil:
+		return fmt.Errorf("recording operation %q: %w", op.Key, err)
 	}
-	return err
+	return nil
 }
 
 // lookupOp reads the record of key (in the transaction of ctx, if any); nil
@@ -228,9 +241,11 @@ func (r *Repository[T]) runOp(ctx context.Context, k OperationKey, kind, recordK
 		}
 		// A repeat of an applied operation fails on the key, or earlier,
 		// on what the first one did: the version moved on (stale), the
-		// record is gone (not found) or already there (already exists).
+		// record is gone (not found) or already there (already exists),
+		// Apply's condition no longer holds, or a lease was taken since.
 		if !errors.Is(err, errKeyTaken) && !errors.Is(err, locking.ErrStaleData) &&
-			!errors.Is(err, locking.ErrNotFound) && !errors.Is(err, locking.ErrAlreadyExists) {
+			!errors.Is(err, locking.ErrNotFound) && !errors.Is(err, locking.ErrAlreadyExists) &&
+			!errors.Is(err, locking.ErrConditionFailed) && !errors.Is(err, locking.ErrLeased) {
 			return nil, err
 		}
 		prior, expired, lerr := r.ops().lookupOp(ctx, k.key)

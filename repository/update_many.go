@@ -2,7 +2,9 @@ package repository
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 
@@ -21,9 +23,19 @@ import (
 // batch does nothing. Update's hooks run for every entity, in the
 // transaction; an error from one rolls the batch back.
 //
+// It takes Update's options: SkipAssociations, and OpKey, with which the
+// batch and the key's record are one transaction, so the batch applies at
+// most once however often the call is repeated; a repeat of an applied
+// batch writes nothing and loads every entity as its record is now. The key
+// is bound to the batch's records (their keys, in any order).
+//
 // A single UPDATE of many rows (GORM's Model(...).Where(...).Updates) would
 // skip the version check of each record; UpdateMany never does.
-func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
+func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...UpdateOption) error {
+	wc, err := updateConfigOf(opts)
+	if err != nil {
+		return err
+	}
 	if len(entities) == 0 {
 		return nil
 	}
@@ -44,8 +56,10 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		if err != nil {
 			return err
 		}
-		if err := r.refuseAssociations(ctx, rv, "UpdateMany", id); err != nil {
-			return err
+		if !wc.skipAssoc {
+			if err := r.refuseAssociations(ctx, rv, "UpdateMany", id); err != nil {
+				return err
+			}
 		}
 		rows[i] = row{e: e, saved: *e, rv: rv, id: id, expected: expected}
 	}
@@ -56,7 +70,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 		}
 	}
 	h := r.hooksFor(true)
-	err := RunInTx(ctx, r.st.Gorm, func(ctx context.Context) error {
+	batch := func(ctx context.Context) error {
 		var failed []error
 		for i := range rows {
 			row := &rows[i]
@@ -84,12 +98,51 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T) error {
 			return &locking.BatchError{Table: r.m.table, Op: "update", Total: len(rows), Failed: failed}
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	restore := func() {
 		for _, row := range rows {
 			*row.e = row.saved
 		}
+	}
+	if wc.op == nil {
+		if err := RunInTx(ctx, r.st.Gorm, batch); err != nil {
+			restore()
+			return err
+		}
+		return nil
+	}
+	// The batch's name in the operation table: a digest of its records'
+	// keys, in key order, so that it fits the column whatever the size of
+	// the batch.
+	digest := sha256.New()
+	for _, row := range rows {
+		digest.Write([]byte(keyString(row.id)))
+		digest.Write([]byte{0})
+	}
+	batchKey := fmt.Sprintf("batch:%d:%x", len(rows), digest.Sum(nil))
+	prior, err := r.runOp(ctx, *wc.op, "update-many", batchKey, func(ctx context.Context) (string, int64, error) {
+		if err := batch(ctx); err != nil {
+			return "", 0, err
+		}
+		return batchKey, r.versionOf(ctx, rows[0].rv), nil
+	})
+	if err != nil {
+		restore()
 		return err
+	}
+	if prior != nil {
+		// A repeat of an applied batch: every entity as its record is now.
+		restore()
+		for _, row := range rows {
+			now, err := r.Get(ctx, row.id, IncludeDeleted())
+			switch {
+			case errors.Is(err, locking.ErrNotFound):
+				continue // deleted since; the entity stays as it was given
+			case err != nil:
+				return fmt.Errorf("%s: UpdateMany: operation %q was applied; reading id=%v: %w", r.m.table, prior.Key, row.id, err)
+			}
+			*row.e = *now
+		}
 	}
 	return nil
 }

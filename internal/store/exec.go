@@ -156,6 +156,14 @@ func (s Store) ExecResultID(ctx context.Context, st Stmt, args []any) (n, id int
 }
 
 // autocommit runs st outside a transaction (see exec).
+//
+// It runs on a connection taken for it: database/sql sends a statement on
+// the pool again, on another connection, when the driver answers
+// driver.ErrBadConn, and pgx answers that after it sent a statement with
+// the simple protocol and lost the answer — the write would run twice and
+// be reported once. A pinned connection is never retried, and a failure to
+// get one (the pool, the dial, the server's start-up) means nothing was
+// sent: a definite error.
 func (s Store) autocommit(ctx context.Context, st Stmt, args []any, send SendFunc) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing was sent
@@ -174,20 +182,59 @@ func (s Store) autocommit(ctx context.Context, st Stmt, args []any, send SendFun
 			args = append(args[:len(args):len(args)], pgInterval(budget))
 		}
 	}
-	err := send(ctx, s.Gorm.Statement.ConnPool, query, args)
-	if err == nil {
-		return nil
+	var err error
+	for attempt := 1; ; attempt++ {
+		var sent bool
+		sent, err = s.sendPinned(ctx, query, args, send)
+		switch {
+		case err == nil:
+			return nil
+		case !sent && (attempt == maxNotSentRetries || ctx.Err() != nil):
+			return err // definite: never sent
+		case !sent:
+			// The connection was found broken before a byte of the
+			// statement left (one the server closed while it was idle):
+			// try another, as database/sql would.
+			continue
+		}
+		break
 	}
-	err = locking.ClassifyWrite(err)
+	if errors.Is(err, locking.ErrCommitUnknown) {
+		return err
+	}
+	return DeadlineBound(locking.ClassifyWrite(err), bounded)
+}
+
+// DeadlineBound returns err, the classified error of a statement; when the
+// statement was bounded by its context's deadline (bounded) and the
+// database gave up waiting for a lock or killed the statement at that
+// bound, before the deadline, it is not applied: an error matching
+// locking.ErrLockTimeout and context.DeadlineExceeded.
+func DeadlineBound(err error, bounded bool) error {
 	var de *locking.DatabaseError
 	if bounded && errors.As(err, &de) && (de.Kind == locking.ErrLocked || de.Kind == locking.ErrLockTimeout) {
-		// The statement's own bound, derived from the deadline: the
-		// database gave up waiting (or killed the statement) before
-		// the deadline, so it was not applied.
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded,
 			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err})
 	}
 	return err
+}
+
+// PrefixBound returns query bounded by ctx's deadline where the dialect
+// bounds a statement with a prefix (MariaDB's SET STATEMENT
+// max_statement_time ... FOR), for a statement in a transaction, and
+// whether it did: the database then kills the statement a margin before
+// the deadline, and its error is definite. Elsewhere it returns query as
+// it is.
+func (s Store) PrefixBound(ctx context.Context, query string) (string, bool) {
+	prefix := s.Caps.StatementTimeout
+	if prefix == "" {
+		return query, false
+	}
+	budget, ok := waitBudget(ctx)
+	if !ok {
+		return query, false
+	}
+	return prefix + Seconds(budget) + " FOR " + query, true
 }
 
 // autocommitSQLite runs st on a connection of its own once it may take the
@@ -204,19 +251,61 @@ func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send S
 	})
 }
 
+// maxNotSentRetries bounds the connections autocommit tries when each is
+// found broken before the statement is sent, as database/sql's own retries
+// are bounded.
+const maxNotSentRetries = 3
+
+// sendPinned sends query on a connection taken for it and reports whether
+// it may have been sent: false when no connection could be had, or the
+// driver says, on a connection where it can be trusted (see resends), that
+// nothing was sent. The error is classified: definite when not sent;
+// otherwise left for the caller, as the driver returned it, unless it must
+// be unknown although the driver says "not sent".
+func (s Store) sendPinned(ctx context.Context, query string, args []any, send SendFunc) (sent bool, err error) {
+	conn, err := s.SQLDB.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("not sent: no connection: %w", locking.Classify(err))
+	}
+	defer conn.Close()
+	trustNotSent := !resends(s.SQLDB, conn) // asked before sending, while conn is whole
+	err = send(ctx, Pinned{conn}, query, args)
+	switch {
+	case err == nil:
+		return true, nil
+	case !locking.NotSent(err):
+		return true, err
+	case !trustNotSent:
+		// The driver says "not sent", but on this connection it says so
+		// after sending too (see resends).
+		return true, locking.Unknown(err)
+	}
+	return false, locking.Classify(err)
+}
+
 // waitBudget returns how long a statement sent now may wait on the database
 // so that it gives up before ctx's deadline and says so: the time left
-// minus a margin for the answer to come back (a fifth of it, between 5 ms
-// and 1 s), at least 1 ms. ok is false without a deadline.
+// minus a margin for the answer to come back, at least 1 ms. ok is false
+// without a deadline.
+//
+// The margin is a quarter of the time left, at least minWaitMargin and at
+// most a second: on a loaded machine the database's answer to a lock
+// timeout, and the client's reading it, can take tens of milliseconds; a
+// margin of a fifth with a 5 ms floor left 50 and 100 ms deadlines ending
+// as unknown outcomes.
 func waitBudget(ctx context.Context) (time.Duration, bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0, false
 	}
 	left := time.Until(dl)
-	margin := min(max(left/5, 5*time.Millisecond), time.Second)
+	margin := min(max(left/4, minWaitMargin), time.Second)
 	return max(left-margin, time.Millisecond), true
 }
+
+// minWaitMargin is the least time waitBudget leaves between the database's
+// own bound and the context's deadline.
+const minWaitMargin = 25 * time.Millisecond
 
 // pgInterval writes d as a PostgreSQL interval in whole milliseconds
 // ("250ms"), at least 1.

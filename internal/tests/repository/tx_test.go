@@ -134,3 +134,43 @@ func TestRunInTxIgnoresOtherDatabases(t *testing.T) {
 	balance, _, _ := rawAccount(t, db2, a.ID)
 	require.EqualValues(t, 20, balance, "db2's write is not part of db1's transaction")
 }
+
+// When RunInTx returns, its transaction has ended on the server: a caller
+// that cancels its context after a write finds the row free the moment
+// RunInTx returns. database/sql rolls back a transaction whose context
+// ended in a goroutine of its own, and the call used to return while the
+// session was still idle in transaction, holding the row's lock.
+func TestRunInTxReturnsAfterTheTransactionEnded(t *testing.T) {
+	for _, d := range []string{"postgres", "mariadb"} {
+		t.Run(d, func(t *testing.T) {
+			db := testdb.Open(t, d)
+			accounts, _ := repos(t, db)
+			a := newAccount(t, accounts, "ann", 0)
+			const runs = 100
+			held := 0
+			for i := range runs {
+				ctx, cancel := context.WithCancel(context.Background())
+				err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+					_, err := accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("Balance", 1)})
+					if err != nil {
+						return err
+					}
+					cancel() // the caller gives up after the write
+					return ctx.Err()
+				})
+				require.ErrorIs(t, err, context.Canceled, "run %d", i)
+				err = repository.RunInTx(context.Background(), db, func(ctx context.Context) error {
+					_, err := accounts.LockRow(ctx, a.ID, repository.NoWait())
+					return err
+				})
+				if errors.Is(err, locking.ErrLocked) {
+					held++
+				} else {
+					require.NoError(t, err, "run %d", i)
+				}
+			}
+			require.Zero(t, held, "of %d runs, RunInTx returned while the cancelled transaction still held the row", runs)
+			requireRow(t, db, a.ID, 0, a.Version)
+		})
+	}
+}
