@@ -90,10 +90,55 @@ type Options struct {
 	// Settings are extra postgresql.conf lines ("name = value") for both
 	// servers.
 	Settings []string
+	// NoStandby starts the primary alone: one server, for tests that need
+	// a PostgreSQL server of their own (behind a connection pooler, say)
+	// rather than a failover. Replication must then be Async. The methods
+	// about the standby (StandbyDSN, FailoverDSN, Promote, PauseReplay,
+	// ResumeReplay, CatchUp, WaitReceived, SyncRepWaiters, LoseLag) must not
+	// be called on such a pair; Ports reports the standby's port as 0.
+	NoStandby bool
 }
 
-// Pair is a running primary and its streaming standby. Its methods are safe
-// for concurrent use.
+// StopMode is how a server is stopped, named as pg_ctl stop -m names its
+// modes; the signal goes to the postmaster by its process id, as pg_ctl
+// sends it.
+type StopMode int
+
+const (
+	// Immediate is pg_ctl stop -m immediate (SIGQUIT): every process exits
+	// at once, sessions are cut mid-statement, there is no shutdown
+	// checkpoint, and the next start runs crash recovery.
+	Immediate StopMode = iota
+	// Fast is pg_ctl stop -m fast (SIGINT): open transactions are rolled
+	// back, every session is ended with FATAL 57P01, and the server writes
+	// a shutdown checkpoint before it exits.
+	Fast
+)
+
+// String returns the mode's name as pg_ctl spells it.
+func (m StopMode) String() string {
+	switch m {
+	case Immediate:
+		return "immediate"
+	case Fast:
+		return "fast"
+	}
+	return "StopMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+func (m StopMode) signal() (syscall.Signal, error) {
+	switch m {
+	case Immediate:
+		return syscall.SIGQUIT, nil
+	case Fast:
+		return syscall.SIGINT, nil
+	}
+	return 0, fmt.Errorf("pgpair: unknown %v", m)
+}
+
+// Pair is a running primary and its streaming standby (or the primary alone,
+// with Options.NoStandby). Its methods are safe for concurrent use, except
+// StartPrimary, which must not run concurrently with any other method.
 type Pair struct {
 	t       testing.TB
 	opts    Options
@@ -159,6 +204,9 @@ func Start(t testing.TB, opts Options) *Pair {
 	if bin == "" {
 		bin = DefaultBin
 	}
+	if opts.NoStandby && opts.Replication != Async {
+		t.Fatalf("pgpair: Options.NoStandby with %s replication: a primary alone replicates to no one", opts.Replication)
+	}
 	for _, name := range []string{"postgres", "initdb", "pg_basebackup"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
 			missing(t, "pgpair: PostgreSQL server binary %s not found in %s (install postgresql-15, or set %s to the directory holding postgres, initdb and pg_basebackup): %v",
@@ -192,6 +240,11 @@ func Start(t testing.TB, opts Options) *Pair {
 	defer cancel()
 	if err := p.start(ctx); err != nil {
 		t.Fatalf("pgpair: start %s pair: %v%s", opts.Replication, err, p.logTails())
+	}
+	if opts.NoStandby {
+		t.Logf("pgpair: primary alone up in %v: 127.0.0.1:%d (pid %d), in %s",
+			time.Since(begin).Round(time.Millisecond), p.primary.port, p.primary.pid(), dir)
+		return p
 	}
 	t.Logf("pgpair: %s pair up in %v: primary 127.0.0.1:%d (pid %d), standby 127.0.0.1:%d (pid %d), in %s",
 		opts.Replication, time.Since(begin).Round(time.Millisecond), p.primary.port, p.primary.pid(), p.standby.port, p.standby.pid(), dir)
@@ -257,6 +310,9 @@ func (p *Pair) start(ctx context.Context) error {
 	}
 	if err := p.execOn(ctx, p.primary, "postgres", "CREATE DATABASE "+Database); err != nil {
 		return err
+	}
+	if p.opts.NoStandby {
+		return nil
 	}
 	// The standby copies the primary's files, configuration included, so the
 	// synchronous settings come after the copy: a promoted standby must not
@@ -347,41 +403,55 @@ func (p *Pair) launch(ctx context.Context, s *server, ok func(port int) bool) er
 			return err
 		}
 		s.port = port
-		log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		// Not CommandContext: the postmaster outlives ctx; Close stops it.
-		cmd := p.command(context.Background(), syscall.SIGQUIT, "postgres", "-D", s.dir, "-c", "port="+strconv.Itoa(port))
-		cmd.Stdout, cmd.Stderr = log, log
-		err = cmd.Start()
-		_ = log.Close()
-		if err != nil {
-			return fmt.Errorf("start %s: %w", s.name, err)
-		}
-		s.cmd, s.done = cmd, make(chan struct{})
-		go func(done chan struct{}) {
-			_ = cmd.Wait()
-			close(done)
-		}(s.done)
-		last = p.poll(ctx, s.name+" accepting connections", func(ctx context.Context) (bool, error) {
-			if !s.running() {
-				return false, fmt.Errorf("%s exited: %v", s.name, s.cmd.ProcessState)
-			}
-			var one int
-			return p.queryOn(ctx, s, "SELECT 1", nil, &one) == nil, nil
-		})
-		if last == nil {
-			return nil
-		}
-		if s.running() {
-			return last
-		}
-		if b, _ := os.ReadFile(s.logPath); !bytes.Contains(b, []byte("could not bind")) {
+		var bindFailed bool
+		bindFailed, last = p.spawn(ctx, s)
+		if last == nil || !bindFailed {
 			return last
 		}
 	}
 	return last
+}
+
+// spawn starts the postmaster of s on s.port and waits until it accepts
+// connections. bindFailed reports that it exited because it could not
+// bind the port.
+func (p *Pair) spawn(ctx context.Context, s *server) (bindFailed bool, err error) {
+	logStart := int64(0)
+	if fi, err := os.Stat(s.logPath); err == nil {
+		logStart = fi.Size()
+	}
+	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false, err
+	}
+	// Not CommandContext: the postmaster outlives ctx; Close stops it.
+	cmd := p.command(context.Background(), syscall.SIGQUIT, "postgres", "-D", s.dir, "-c", "port="+strconv.Itoa(s.port))
+	cmd.Stdout, cmd.Stderr = log, log
+	err = cmd.Start()
+	_ = log.Close()
+	if err != nil {
+		return false, fmt.Errorf("start %s: %w", s.name, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func(done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(s.done)
+	err = p.poll(ctx, s.name+" accepting connections", func(ctx context.Context) (bool, error) {
+		if !s.running() {
+			return false, fmt.Errorf("%s exited: %v", s.name, s.cmd.ProcessState)
+		}
+		var one int
+		return p.queryOn(ctx, s, "SELECT 1", nil, &one) == nil, nil
+	})
+	if err == nil || s.running() {
+		return false, err
+	}
+	b, _ := os.ReadFile(s.logPath)
+	if int64(len(b)) >= logStart {
+		b = b[logStart:]
+	}
+	return bytes.Contains(b, []byte("could not bind")), err
 }
 
 // freePort returns a loopback port nobody listens on (that ok accepts),
@@ -452,6 +522,19 @@ func (p *Pair) execOn(ctx context.Context, s *server, db, stmt string) error {
 // PrimaryDSN returns the pgx key=value DSN of the primary's database.
 func (p *Pair) PrimaryDSN() string { return p.primary.dsn(Database) }
 
+// PrimaryDSNOf returns the pgx key=value DSN of database db on the primary
+// (one the test created, or postgres).
+func (p *Pair) PrimaryDSNOf(db string) string { return p.primary.dsn(db) }
+
+// PrimaryPID returns the process id of the primary's postmaster, or 0 while
+// it is stopped.
+func (p *Pair) PrimaryPID() int {
+	if !p.primary.running() {
+		return 0
+	}
+	return p.primary.pid()
+}
+
 // StandbyDSN returns the pgx key=value DSN of the standby's database (the
 // new primary once promoted).
 func (p *Pair) StandbyDSN() string { return p.standby.dsn(Database) }
@@ -465,8 +548,14 @@ func (p *Pair) FailoverDSN() string {
 		p.primary.port, p.standby.port, User, Database)
 }
 
-// Ports returns the primary's and the standby's ports.
-func (p *Pair) Ports() (primary, standby int) { return p.primary.port, p.standby.port }
+// Ports returns the primary's and the standby's ports (0 for the standby
+// with Options.NoStandby).
+func (p *Pair) Ports() (primary, standby int) {
+	if p.standby == nil {
+		return p.primary.port, 0
+	}
+	return p.primary.port, p.standby.port
+}
 
 // Dir returns the directory holding both data directories and the servers'
 // logs (primary.log, standby.log).
@@ -476,13 +565,44 @@ func (p *Pair) Dir() string { return p.dir }
 // (SIGQUIT to its postmaster, by its process id): no checkpoint, sessions cut
 // mid-statement. It returns once the postmaster and all its processes have
 // exited.
-func (p *Pair) StopPrimary(ctx context.Context) error { return p.stop(ctx, p.primary) }
+func (p *Pair) StopPrimary(ctx context.Context) error { return p.stop(ctx, p.primary, syscall.SIGQUIT) }
 
-func (p *Pair) stop(ctx context.Context, s *server) error {
+// StopPrimaryWith stops the primary as pg_ctl stop -m mode does (the mode's
+// signal to its postmaster, by its process id) and returns once the
+// postmaster and all its processes have exited; StartPrimary starts it
+// again. A stopped primary is left alone.
+func (p *Pair) StopPrimaryWith(ctx context.Context, mode StopMode) error {
+	sig, err := mode.signal()
+	if err != nil {
+		return err
+	}
+	return p.stop(ctx, p.primary, sig)
+}
+
+// StartPrimary starts the primary again after StopPrimary or
+// StopPrimaryWith: from its data directory (after a crash recovery when it
+// was stopped at once), on the port it had, so that DSNs and poolers
+// pointing at it reach it again. It returns once the server accepts
+// connections, and does nothing while the primary runs. A port taken
+// meanwhile by another process is an error. It must not run concurrently
+// with any other method of the pair.
+func (p *Pair) StartPrimary(ctx context.Context) error {
+	if p.primary.running() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if _, err := p.spawn(ctx, p.primary); err != nil {
+		return fmt.Errorf("pgpair: start the primary again on port %d: %w%s", p.primary.port, err, p.logTails())
+	}
+	return nil
+}
+
+func (p *Pair) stop(ctx context.Context, s *server, sig syscall.Signal) error {
 	if !s.running() {
 		return nil
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil && s.running() {
+	if err := s.cmd.Process.Signal(sig); err != nil && s.running() {
 		return fmt.Errorf("stop %s: %w", s.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
@@ -708,7 +828,7 @@ func (p *Pair) Close() error {
 			if !s.running() {
 				continue
 			}
-			if err := p.stop(context.Background(), s); err != nil {
+			if err := p.stop(context.Background(), s, syscall.SIGQUIT); err != nil {
 				_ = syscall.Kill(-s.pid(), syscall.SIGKILL)
 				select {
 				case <-s.done:

@@ -165,6 +165,39 @@ func TestLoseLag(t *testing.T) {
 	}
 }
 
+// TestPrimaryAloneStopsAndStartsAgain: Options.NoStandby starts one server,
+// and StopPrimaryWith and StartPrimary restart it on its port with its data,
+// in both stop modes.
+func TestPrimaryAloneStopsAndStartsAgain(t *testing.T) {
+	ctx := testdb.Ctx(t)
+	p := pgpair.Start(t, pgpair.Options{NoStandby: true})
+	port, standby := p.Ports()
+	require.Zero(t, standby)
+	_, err := os.Stat(p.Dir() + "/standby")
+	require.ErrorIs(t, err, os.ErrNotExist, "no standby")
+	query(t, ctx, p.PrimaryDSN(), "CREATE TABLE t (id int PRIMARY KEY)")
+	for i, mode := range []pgpair.StopMode{pgpair.Fast, pgpair.Immediate} {
+		query(t, ctx, p.PrimaryDSN(), fmt.Sprintf("INSERT INTO t VALUES (%d)", i+1))
+		pid := p.PrimaryPID()
+		require.Positive(t, pid)
+		require.NoError(t, p.StopPrimaryWith(ctx, mode), mode.String())
+		require.True(t, gone(pid), "%s: the postmaster is gone", mode)
+		require.Zero(t, p.PrimaryPID())
+		require.Error(t, tryQuery(ctx, p.PrimaryDSN(), "SELECT 1"), "%s: stopped", mode)
+		require.NoError(t, p.StopPrimaryWith(ctx, mode), "stopping a stopped primary does nothing")
+		require.NoError(t, p.StartPrimary(ctx), mode.String())
+		require.NotEqual(t, pid, p.PrimaryPID())
+		require.NoError(t, p.StartPrimary(ctx), "starting a running primary does nothing")
+		var got int
+		query(t, ctx, p.PrimaryDSNOf(pgpair.Database), "SELECT inet_server_port()", &got)
+		require.Equal(t, port, got, "%s: the same port", mode)
+		require.Equal(t, i+1, count(t, ctx, p.PrimaryDSN()), "%s: the committed rows survive", mode)
+	}
+	pid := p.PrimaryPID()
+	require.NoError(t, p.Close())
+	require.True(t, gone(pid), "Close stops the restarted primary")
+}
+
 func TestStartWithoutBinaries(t *testing.T) {
 	start := func() *fakeTB {
 		ft := &fakeTB{TB: t}
