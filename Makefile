@@ -66,9 +66,10 @@ quickstart:
 	go run ./examples/quickstart
 
 # The tests that start their own clusters (also part of race): a 3-node
-# Galera cluster, and a PostgreSQL primary with a streaming standby.
+# Galera cluster, a PostgreSQL primary with a streaming standby, PgBouncer
+# in front of a PostgreSQL server, and Patroni with etcd.
 clusters:
-	go test -race $(TEST_FLAGS) -json ./internal/tests/galera/ ./internal/tests/pgpair/ ./internal/tests/failover/ | $(PROGRESS)
+	go test -race $(TEST_FLAGS) -json ./internal/tests/galera/ ./internal/tests/pgpair/ ./internal/tests/failover/ ./internal/tests/pgbouncer/ ./internal/tests/patroni/ | $(PROGRESS)
 
 # A Galera cluster that stays up, for benchmarks and manual runs: prints
 # export GORMLOCK_GALERA_DSNS=...; stop it with galera-down.
