@@ -6,9 +6,9 @@ import "time"
 // that every guarded write checks and advances, and creation/update times.
 //
 // A version is a clock reading in microseconds, set by the repository (see
-// package repository, "Versions"); it only grows. Version 0 means "never
-// loaded": the repository refuses to write an entity at version 0 rather
-// than turn the guard off.
+// package repository, "Versions"); it only grows. Version 0 is a record
+// written before gormlock (at 0 or NULL): a guarded write of an entity read
+// from it matches only such a record, and gives it a real version.
 type Versioned struct {
 	// Version is the record's version; the repository sets and advances it.
 	Version int64 `gorm:"column:version;not null" json:"version"`

@@ -249,16 +249,18 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (sto
 		args = append(args, c.args...)
 		w.str(", ")
 	}
-	// The version: the next one after the record's own, from the
-	// database's clock where the dialect has one, else from this process's.
+	// The version: the next one after the record's own (a legacy record's
+	// NULL counts as 0), from the database's clock where the dialect has
+	// one, else from this process's.
 	var col strings.Builder
 	r.st.Gorm.Dialector.QuoteTo(&col, m.version.DBName)
 	w.str(col.String()).str(" = ")
+	next := "COALESCE(" + col.String() + ", 0) + 1"
 	if expr := m.caps.NextVersion; expr != "" {
 		before, after, _ := strings.Cut(expr, "?")
-		w.str(before + col.String() + " + 1" + after)
+		w.str(before + next + after)
 	} else {
-		w.str("MAX(" + col.String() + " + 1, ").param().str(")")
+		w.str("MAX(" + next + ", ").param().str(")")
 		args = append(args, clockArg{})
 	}
 	if m.updatedAt != nil {

@@ -191,9 +191,8 @@ func (r *Repository[T]) refuseAssociations(ctx context.Context, rv reflect.Value
 
 // versionNewAssociations gives the associated records Create is about to
 // insert through GORM a first version, when their model has a gormlock
-// version field still at zero: a record at version 0 could never be written
-// by a guarded write. The version is this process's clock reading (see
-// "Versions").
+// version field still at zero: every record gets a real version. The
+// version is this process's clock reading (see "Versions").
 func versionNewAssociations(ctx context.Context, s *schema.Schema, rv reflect.Value, depth int) {
 	if depth > 8 {
 		return

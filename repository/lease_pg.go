@@ -92,7 +92,7 @@ FROM g LEFT JOIN LATERAL (SELECT TRUE AS gormlock_found, `+table+`.* FROM `+tabl
 	}
 	p.writeRelease = numbered(db, m.caps.SelfLockTimeout, `WITH h AS MATERIALIZED (SELECT 1 FROM `+LeaseTable+` WHERE resource = ? AND record_key = ? AND record_key = (SELECT `+key+` FROM `+table+` WHERE `+match+`)
   AND token_hash = ? AND fence = ? AND expires_ms > `+now+`{bound} FOR UPDATE),
-w AS (UPDATE `+table+` SET `+set.String()+` WHERE `+match+` AND `+quote(m.version.DBName)+` = ?`+live+` AND EXISTS (SELECT 1 FROM h) RETURNING `+quote(m.version.DBName)+`),
+w AS (UPDATE `+table+` SET `+set.String()+` WHERE `+match+` AND COALESCE(`+quote(m.version.DBName)+`, 0) = ?`+live+` AND EXISTS (SELECT 1 FROM h) RETURNING `+quote(m.version.DBName)+`),
 e AS (UPDATE `+LeaseTable+` SET token_hash = NULL, expires_ms = `+now+` WHERE resource = ? AND record_key = ? AND token_hash = ? AND EXISTS (SELECT 1 FROM w) RETURNING 1)
 SELECT (SELECT count(*) FROM h), (SELECT `+quote(m.version.DBName)+` FROM w), (SELECT count(*) FROM e)`)
 	p.releaseKey = numbered(db, m.caps.SelfLockTimeout, `UPDATE `+LeaseTable+` SET token_hash = NULL, expires_ms = `+now+` WHERE resource = ? AND record_key = ? AND token_hash = ?{bound}`)

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
@@ -23,6 +24,24 @@ type SchemaError struct {
 	Problems []string
 }
 
+// notNullAdvice says how to make the version column col NOT NULL on the
+// database in use, giving rows without a version a real one first.
+func (r *Repository[T]) notNullAdvice(col string) string {
+	q := func(name string) string {
+		var b strings.Builder
+		r.st.Gorm.Dialector.QuoteTo(&b, name)
+		return b.String()
+	}
+	t, v := q(r.m.table), q(col)
+	switch r.m.caps.Dialector() {
+	case dialect.Postgres:
+		return fmt.Sprintf("give rows without a version one, then forbid NULL: UPDATE %s SET %s = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT WHERE %s IS NULL OR %s = 0; ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t, v, v, v, t, v)
+	case dialect.MySQL:
+		return fmt.Sprintf("give rows without a version one, then forbid NULL: UPDATE %s SET %s = CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) WHERE %s IS NULL OR %s = 0; ALTER TABLE %s MODIFY %s BIGINT NOT NULL", t, v, v, v, t, v)
+	}
+	return fmt.Sprintf("SQLite cannot add NOT NULL to a column in place: create the table again with %s BIGINT NOT NULL and copy the rows, giving those without a version one (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))", v)
+}
+
 // Error implements error.
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("gormlock: schema mismatch in table %s: %s", e.Table, strings.Join(e.Problems, "; "))
@@ -33,8 +52,11 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaMismatch }
 
 // VerifySchema checks that T's table exists with every column the model maps,
 // that the primary key column is the table's primary key, and that the version
-// column is NOT NULL (a NULL version would match no guard and could never be
-// written).
+// column is NOT NULL. Guarded writes do write a record a legacy writer left
+// at version NULL (or 0): Get reads it at version 0, and the write gives it a
+// real version. But only a NOT NULL column keeps other writers from leaving
+// such records; for a nullable one the error says how to make it NOT NULL,
+// on the database in use.
 //
 // With leases on (WithLeases, WithLeaseTTL) it checks the lease table,
 // LeaseTable, too: that it exists with every column gormlock uses, that
@@ -110,7 +132,7 @@ func (r *Repository[T]) verifyEntityTable(ctx context.Context, db *gorm.DB) (*Sc
 		switch {
 		case name == r.m.version.DBName:
 			if nullable, ok := c.Nullable(); ok && nullable {
-				problems = append(problems, fmt.Sprintf("version column %s is nullable; it must be NOT NULL", name))
+				problems = append(problems, fmt.Sprintf("version column %s is nullable; it must be NOT NULL: %s", name, r.notNullAdvice(name)))
 			}
 		case keyCol[name]:
 			if pk, ok := c.PrimaryKey(); ok && !pk {

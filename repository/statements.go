@@ -107,7 +107,7 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		}
 		m.firstVersionSQL = w.String()
 	}
-	w.reset("SELECT ").quote(m.version.DBName).str(", ")
+	w.reset("SELECT COALESCE(").quote(m.version.DBName).str(", 0), ")
 	if m.deletedAt != nil {
 		w.quote(m.deletedAt.DBName).str(" IS NOT NULL")
 	} else {
@@ -212,10 +212,21 @@ func (w *sqlWriter) stmt(caps dialect.Caps, suffix string) store.Stmt {
 // the condition rows puts on deleted_at, and with leases AND NOT EXISTS (an
 // active lease on the record).
 func (w *sqlWriter) guard(m *meta, rows rowState) *sqlWriter {
-	w.str(" WHERE ").keyEq(m).str(" AND ").eq(m.version.DBName).live(m, rows)
+	w.str(" WHERE ").keyEq(m).str(" AND ").versionEq(m).live(m, rows)
 	if m.leases != nil {
 		w.str(" AND ").str(m.leases.guard)
 	}
+	return w
+}
+
+// versionEq writes the guard's version condition, COALESCE("version", 0)
+// = ?: a record a legacy writer left at version 0 or NULL matches an
+// entity at version 0 (read from it), and the write gives it a real
+// version; every other record matches only its own version.
+func (w *sqlWriter) versionEq(m *meta) *sqlWriter {
+	w.str("COALESCE(").quote(m.version.DBName).str(", 0) = ")
+	w.vars.Vars = append(w.vars.Vars, nil)
+	w.db.Dialector.BindVarTo(w, &w.vars, nil)
 	return w
 }
 

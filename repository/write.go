@@ -27,9 +27,12 @@ import (
 // When no row matches, it returns a *locking.StaleDataError (errors.Is(err,
 // locking.ErrStaleData) is true) if the record exists at another version, or
 // an error matching locking.ErrNotFound if it does not exist or is
-// soft-deleted. An entity at version 0 (never loaded or created) or with an
-// empty key is refused with an error matching locking.ErrInvalidArgument:
-// the guard is never turned off. On error e is left as it was.
+// soft-deleted. An entity with an empty key, or a negative version, is
+// refused with an error matching locking.ErrInvalidArgument: the guard is
+// never turned off. Version 0 is what Get reads from a record a legacy
+// writer left at version 0 or NULL: the guard matches only such a record
+// (COALESCE(version, 0) = 0), and the write gives it a real version. On
+// error e is left as it was.
 //
 // The model's BeforeSave, BeforeUpdate, AfterUpdate and AfterSave hooks run
 // around the statement, as GORM runs them, in one transaction with it (see
@@ -327,7 +330,7 @@ func (r *Repository[T]) written(ctx context.Context, rv reflect.Value, id any, w
 // WHERE pk = ? AND version = ?, and reports a mismatch exactly as Update
 // does: a *locking.StaleDataError when the record is at another version, an
 // error matching locking.ErrNotFound when it does not exist, and
-// locking.ErrInvalidArgument for an entity at version 0 or without a key.
+// locking.ErrInvalidArgument for an entity without a key.
 // Its outcome outside a transaction is told as Update's is, and it takes
 // OpKey as Update does (a repeat of an applied delete returns nil).
 //
@@ -404,9 +407,12 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 		return nil, 0, locking.Invalid("%s: %s: primary key %s is empty", r.m.table, op, r.m.keyNames())
 	}
 	v := r.versionOf(ctx, rv)
-	if v <= 0 {
+	if v < 0 {
 		return nil, 0, locking.Invalid("%s: %s id=%v: version is %d; a guarded write needs the version the record was read at (load it with Get or create it with Create)", r.m.table, op, id, v)
 	}
+	// Version 0 is a record a legacy writer left at 0 or NULL, as Get
+	// reads it: the guard matches only such a record, and the write
+	// gives it a real version.
 	return id, v, nil
 }
 

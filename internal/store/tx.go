@@ -244,13 +244,6 @@ func (t *ownTx) Rollback() error {
 	return bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
 }
 
-func optsOf(o *sql.TxOptions) []*sql.TxOptions {
-	if o == nil {
-		return nil
-	}
-	return []*sql.TxOptions{o}
-}
-
 // runBegun runs fn with the begun transaction st in its context and commits
 // it; when fn returns an error or panics, it rolls back instead. op names
 // the caller in a commit error, which is classified by ClassifyCommit.

@@ -221,7 +221,8 @@ func hostileAccountEntities() []hostileEntity[fixtures.Account] {
 	}
 	return []hostileEntity[fixtures.Account]{
 		same("nil entity", func(*hostileFixture) *fixtures.Account { return nil }, hostileInvalid),
-		same("version 0", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = 0 }), hostileInvalid),
+		same("version 0 (a legacy record's; this one has a version)", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = 0 }), hostileStale),
+		same("negative version", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = -1 }), hostileInvalid),
 		same("version -1", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = -1 }), hostileInvalid),
 		same("version MinInt64", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = math.MinInt64 }), hostileInvalid),
 		same("version MaxInt64", with(func(_ *hostileFixture, a *fixtures.Account) { a.Version = math.MaxInt64 }), hostileFails),
@@ -250,7 +251,8 @@ func hostileDocumentEntities() []hostileEntity[fixtures.Document] {
 	}
 	return []hostileEntity[fixtures.Document]{
 		same("nil entity", func(*hostileFixture) *fixtures.Document { return nil }, hostileInvalid),
-		same("version 0", with(func(_ *hostileFixture, d *fixtures.Document) { d.Version = 0 }), hostileInvalid),
+		same("version 0 (a legacy record's; this one has a version)", with(func(_ *hostileFixture, d *fixtures.Document) { d.Version = 0 }), hostileStale),
+		same("negative version", with(func(_ *hostileFixture, d *fixtures.Document) { d.Version = -1 }), hostileInvalid),
 		same("version -1", with(func(_ *hostileFixture, d *fixtures.Document) { d.Version = -1 }), hostileInvalid),
 		same("empty key", with(func(_ *hostileFixture, d *fixtures.Document) { d.ID = "" }), hostileInvalid),
 		same("key of another record, own version", with(func(_ *hostileFixture, d *fixtures.Document) { d.ID = "d3"; d.Title = "hijacked" }), hostileStale),
@@ -646,7 +648,8 @@ func hostileLeaseCases() []hostileCase {
 	}{
 		{"nil entity", func(*hostileFixture) *fixtures.Document { return nil }, hostileInvalid},
 		{"another record's entity", d2, hostileInvalid},
-		{"entity at version 0", func(f *hostileFixture) *fixtures.Document { d := d1(f); d.Version = 0; return d }, hostileInvalid},
+		{"entity at version 0", func(f *hostileFixture) *fixtures.Document { d := d1(f); d.Version = 0; return d }, hostileStale},
+		{"entity at a negative version", func(f *hostileFixture) *fixtures.Document { d := d1(f); d.Version = -5; return d }, hostileInvalid},
 		{"entity at a stale version", func(f *hostileFixture) *fixtures.Document { d := d1(f); d.Version--; return d }, hostileStale},
 	} {
 		add("Leases.Update", "held lease, "+be.name, nil, be.want, func(ctx context.Context, f *hostileFixture) error {
@@ -984,9 +987,9 @@ func hostileWriteCases() []hostileCase {
 	add("UpdateMany", "the same record twice", hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
 		return f.accts.UpdateMany(ctx, []*fixtures.Account{changed(f.a2), changed(f.a2)})
 	})
-	add("UpdateMany", "a version 0 after a good entity", hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
+	add("UpdateMany", "a negative version after a good entity", hostileInvalid, func(ctx context.Context, f *hostileFixture) error {
 		bad := changed(f.a3)
-		bad.Version = 0
+		bad.Version = -1
 		return f.accts.UpdateMany(ctx, []*fixtures.Account{changed(f.a2), bad})
 	})
 	add("UpdateMany", "a stale entity after a good one: nothing written, nothing changed in memory", hostileStale,

@@ -238,7 +238,7 @@ func TestUpdateRefusesUnguardedWrites(t *testing.T) {
 		accounts, _ := repos(t, db)
 		a := newAccount(t, accounts, "ann", 10)
 
-		for _, v := range []int64{0, -3} {
+		for _, v := range []int64{-1, -3} {
 			e := *a
 			e.Version = v
 			e.Balance = 500
@@ -247,6 +247,16 @@ func TestUpdateRefusesUnguardedWrites(t *testing.T) {
 			require.ErrorContains(t, err, fmt.Sprintf("version is %d", v))
 			require.ErrorIs(t, accounts.Delete(ctx, &e), locking.ErrInvalidArgument)
 		}
+		// Version 0 matches only a record a legacy writer left at 0 or
+		// NULL: this one has a real version, so it is stale.
+		zero := *a
+		zero.Version = 0
+		zero.Balance = 500
+		var stale *locking.StaleDataError
+		require.ErrorAs(t, accounts.Update(ctx, &zero), &stale)
+		require.Zero(t, stale.Expected)
+		require.Equal(t, a.Version, stale.Actual)
+		require.ErrorIs(t, accounts.Delete(ctx, &zero), locking.ErrStaleData)
 		noKey := *a
 		noKey.ID = 0
 		require.ErrorIs(t, accounts.Update(ctx, &noKey), locking.ErrInvalidArgument)

@@ -611,7 +611,7 @@ func TestUpdateManyRefusesBadBatches(t *testing.T) {
 	for name, batch := range map[string][]*fixtures.Account{
 		"nil entity": {a, nil},
 		"duplicate":  {a, &dup},
-		"version 0":  {a, {Model: models.Model{ID: 77}}},
+		"version -1": {a, {Model: models.Model{ID: 77, Versioned: models.Versioned{Version: -1}}}},
 		"no key":     {{Owner: "x"}},
 	} {
 		err := accounts.UpdateMany(ctx, batch)
