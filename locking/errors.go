@@ -98,6 +98,13 @@ var (
 	// ErrConditionFailed: Apply's If condition did not hold on the record
 	// when its statement ran; nothing was written.
 	ErrConditionFailed = errors.New("gormlock: condition not met")
+
+	// ErrUnguardedWrite means a plain GORM update or delete of a versioned
+	// model was refused, and nothing was sent, because no version guarded
+	// it: the strict mode of gormlock's GORM plugin
+	// (repository.StrictGORMWrites) refuses such writes, so that tests find
+	// the call sites that could erase a concurrent change.
+	ErrUnguardedWrite = errors.New("gormlock: unguarded write")
 )
 
 // StaleDataError reports a guarded write that matched no row because the

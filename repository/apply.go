@@ -115,7 +115,7 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 	if r.m.hooks.update() {
 		return nil, fmt.Errorf("%w: %s: Apply: the model has update hooks (BeforeSave, BeforeUpdate, AfterUpdate, AfterSave), which need the entity before the write; use Mutate", locking.ErrNotSupported, r.m.table)
 	}
-	st, args, err := r.applySQL(id, changes, cfg)
+	st, args, err := r.applySQL(ctx, id, changes, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (r *Repository[T]) whyNotApplied(ctx context.Context, id any, cond string) 
 }
 
 // applySQL writes Apply's UPDATE and its arguments.
-func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (store.Stmt, []any, error) {
+func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, cfg applyConfig) (store.Stmt, []any, error) {
 	m := r.m
 	if len(changes) == 0 {
 		return store.Stmt{}, nil, locking.Invalid("%s: Apply id=%v: no changes", m.table, id)
@@ -265,7 +265,7 @@ func (r *Repository[T]) applySQL(id any, changes []Change, cfg applyConfig) (sto
 	}
 	if m.updatedAt != nil {
 		w.str(", ").eq(m.updatedAt.DBName)
-		args = append(args, timeValue(m.updatedAt, now()))
+		args = append(args, timeValue(m.updatedAt, r.now(ctx)))
 	}
 	w.str(" WHERE ").keyEq(m).live(m, liveRows)
 	if m.leases != nil {

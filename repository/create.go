@@ -49,7 +49,7 @@ func (r *Repository[T]) Create(ctx context.Context, e *T, opts ...WriteOption) e
 		}
 	}
 	saved := *e
-	t := now()
+	t := r.now(ctx)
 	for _, f := range []*schema.Field{r.m.createdAt, r.m.updatedAt} {
 		if f == nil || !isTimeField(f) {
 			continue // GORM fills integer (Unix) timestamps itself

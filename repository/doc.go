@@ -170,13 +170,15 @@
 // The comment is only in the log; it is not sent to the database. It is
 // computed only when the logger asks for the SQL (that is, when it logs).
 //
-// When db has GORM plugins registered (db.Use: tracing such as
-// gorm.io/plugin/opentelemetry, metrics, gorm.io/plugin/dbresolver), or
+// When db has GORM plugins other than gormlock's own (Plugin) registered
+// (db.Use: tracing such as gorm.io/plugin/opentelemetry, metrics,
+// gorm.io/plugin/dbresolver), or
 // the repository is built WithCallbacks, the statements go through GORM's
 // Raw and Row callbacks instead (GORM's processor with the SQL already
 // built), so every callback registered there sees them — a tracing plugin
 // opens its span, and the GORM logger is called by GORM itself. It costs
-// more per statement (docs/coming-from-gorm.md has the figures). BEGIN, COMMIT, ROLLBACK,
+// more per statement (docs/coming-from-gorm.md has the figures). BEGIN,
+// COMMIT, ROLLBACK,
 // savepoints and SQLite's connection settings (PRAGMA) are not shown,
 // as GORM does not show its own.
 //

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/callbacks"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
 	"github.com/gormlock/gormlock/locking"
@@ -34,6 +35,10 @@ func (h hooks) delete() bool { return h.beforeDelete || h.afterDelete }
 type hookRun struct {
 	on     bool // the write runs hooks at all
 	update bool // update hooks (else delete hooks)
+	// unscoped: the write is a permanent delete (GORM's Unscoped().Delete):
+	// the hooks' statement is Unscoped too, and with the config's
+	// PropagateUnscoped so is every statement they start from it.
+	unscoped bool
 }
 
 // hooksFor returns the hooks a write of kind update (or delete) runs: none
@@ -49,25 +54,31 @@ func (r *Repository[T]) hooksFor(update bool) hookRun {
 }
 
 // hookDB returns the *gorm.DB a hook receives: a session on the
-// transaction of ctx, whose Statement describes the entity being written,
-// as GORM's own hooks see it.
-func (r *Repository[T]) hookDB(ctx context.Context, e *T, rv reflect.Value) *gorm.DB {
+// transaction of ctx whose Statement describes the entity being written,
+// as GORM's own hooks see it — and, as in GORM, a condition a Before hook
+// adds to it (tx.Statement.Where(...)) applies to the write: stmt is the
+// statement such conditions land in.
+func (r *Repository[T]) hookDB(ctx context.Context, h hookRun, e *T, rv reflect.Value) (tx *gorm.DB, stmt *gorm.Statement) {
 	db, _ := r.st.Conn(ctx)
-	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx})
-	tx.Statement.Schema = r.m.schema
-	tx.Statement.Table = r.m.table
-	tx.Statement.Model = e
-	tx.Statement.Dest = e
-	tx.Statement.ReflectValue = rv
-	return tx
+	// Model returns an instance whose Statement belongs to it: a hook's
+	// tx.Statement.Where adds to that statement, as GORM's callbacks
+	// pass hooks a session sharing the write's statement.
+	inst := db.Session(&gorm.Session{NewDB: true, Context: ctx}).Model(e)
+	inst.Statement.Schema = r.m.schema
+	inst.Statement.Table = r.m.table
+	inst.Statement.Dest = e
+	inst.Statement.ReflectValue = rv
+	inst.Statement.Unscoped = h.unscoped
+	return inst.Session(&gorm.Session{NewDB: true}), inst.Statement
 }
 
-// before runs the Before hooks of h on e, in the transaction of ctx.
-func (r *Repository[T]) before(ctx context.Context, h hookRun, e *T, rv reflect.Value) error {
+// before runs the Before hooks of h on e, in the transaction of ctx, and
+// returns the conditions they added to the write (see hookDB).
+func (r *Repository[T]) before(ctx context.Context, h hookRun, e *T, rv reflect.Value) ([]clause.Expression, error) {
 	if !h.on {
-		return nil
+		return nil, nil
 	}
-	tx := r.hookDB(ctx, e, rv)
+	tx, stmt := r.hookDB(ctx, h, e, rv)
 	var err error
 	if h.update {
 		if r.m.hooks.beforeSave {
@@ -79,7 +90,18 @@ func (r *Repository[T]) before(ctx context.Context, h hookRun, e *T, rv reflect.
 	} else if r.m.hooks.beforeDelete {
 		err = call(err, "BeforeDelete", func() error { return any(e).(callbacks.BeforeDeleteInterface).BeforeDelete(tx) })
 	}
-	return r.hookError(err, tx)
+	if err := r.hookError(err, tx); err != nil {
+		return nil, err
+	}
+	if _, ok := stmt.Clauses["SET"]; ok {
+		return nil, fmt.Errorf("%s: %w", r.m.table, &HookError{Hook: "Before hook", Err: fmt.Errorf("%w: it added a SET clause to the write; gormlock writes the entity's fields: set the fields on the entity instead", locking.ErrNotSupported)})
+	}
+	if c, ok := stmt.Clauses["WHERE"]; ok {
+		if w, ok := c.Expression.(clause.Where); ok && len(w.Exprs) > 0 {
+			return w.Exprs, nil
+		}
+	}
+	return nil, nil
 }
 
 // after runs the After hooks of h on e, in the transaction of ctx.
@@ -87,7 +109,7 @@ func (r *Repository[T]) after(ctx context.Context, h hookRun, e *T, rv reflect.V
 	if !h.on {
 		return nil
 	}
-	tx := r.hookDB(ctx, e, rv)
+	tx, _ := r.hookDB(ctx, h, e, rv)
 	var err error
 	if h.update {
 		if r.m.hooks.afterUpdate {
@@ -201,6 +223,12 @@ func versionNewAssociations(ctx context.Context, s *schema.Schema, rv reflect.Va
 		fs := rel.FieldSchema
 		vf := versionFieldOf(fs)
 		v := rel.Field.ReflectValueOf(ctx, rv)
+		if v.Kind() != reflect.Slice && v.IsZero() {
+			// A has-one or belongs-to field left at its zero value: GORM
+			// saves no record for it, and a version would make it look
+			// set (a phantom row, and a foreign key pointing at it).
+			continue
+		}
 		each := func(ev reflect.Value) {
 			for ev.Kind() == reflect.Pointer {
 				if ev.IsNil() {
@@ -233,20 +261,9 @@ func versionNewAssociations(ctx context.Context, s *schema.Schema, rv reflect.Va
 // versionFieldOf is the field a repository of s would use as its version,
 // or nil.
 func versionFieldOf(s *schema.Schema) *schema.Field {
-	var named *schema.Field
-	for _, f := range s.Fields {
-		if f.DBName == "" {
-			continue
-		}
-		if f.Tag.Get("gormlock") == VersionTag {
-			return f
-		}
-		if f.Name == "Version" {
-			named = f
-		}
-	}
-	if named != nil && named.FieldType.Kind() != reflect.Int64 && named.FieldType.Kind() != reflect.Int {
+	f, err := versionField(s)
+	if err != nil {
 		return nil
 	}
-	return named
+	return f
 }

@@ -191,7 +191,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	w := write{}
 	args = append(args, expected+1) // the floor; the database reads its clock
 	if r.m.updatedAt != nil {
-		w.updated = timeValue(r.m.updatedAt, now())
+		w.updated = timeValue(r.m.updatedAt, r.now(ctx))
 		args = append(args, w.updated)
 	}
 	args = append(r.m.keyArgs(args, id), expected)
@@ -205,7 +205,7 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	case held != 1:
 		return r.leaseRefused(ctx, id, l.Fence, "update")
 	case !version.Valid:
-		return r.checkAffected(ctx, 0, id, expected, "update", liveRows)
+		return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false)
 	case ended != 1:
 		// The lease row was locked, so this cannot happen; say so
 		// rather than hide it.

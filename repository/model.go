@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math"
@@ -106,27 +107,9 @@ func buildMeta[T any](db *gorm.DB, caps dialect.Caps) (*meta, error) {
 	}
 	m.hooks = hooksOf(s)
 	m.assocs = associationsOf(s)
-	for _, f := range cols {
-		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
-			if m.version != nil && m.version.Tag.Get("gormlock") == VersionTag {
-				return nil, locking.Invalid("repository: %v has two fields tagged gormlock:\"version\"", typ)
-			}
-			m.version = f
-		} else if f.Name == "Version" && (m.version == nil || m.version.Tag.Get("gormlock") != VersionTag) {
-			m.version = f
-		}
-	}
-	if m.version == nil {
-		return nil, locking.Invalid("repository: %v has no version field, which gormlock's guarded writes need: embed models.Versioning (beside gorm.Model) or models.Versioned, or tag an int64 field `gormlock:\"version\"`", typ)
-	}
-	if k := m.version.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || m.version.FieldType.Bits() < 64 {
-		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, m.version.Name, m.version.FieldType)
-	}
-	if m.version.PrimaryKey {
-		return nil, locking.Invalid("repository: %v: the version field cannot be part of the primary key", typ)
-	}
-	if !m.version.Updatable || !m.version.Readable || !m.version.Creatable {
-		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, m.version.Name)
+	var err error
+	if m.version, err = versionField(s); err != nil {
+		return nil, err
 	}
 
 	for _, f := range cols {
@@ -251,10 +234,22 @@ func isUint(k reflect.Kind) bool {
 	return k >= reflect.Uint && k <= reflect.Uint64
 }
 
-// now returns the timestamp written by a write: UTC, with the microsecond
-// precision every supported database stores, so the in-memory entity equals
-// what a later Get returns.
+// now returns this process's clock as a timestamp: UTC, with the
+// microsecond precision every supported database stores.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// now returns the timestamp a write of ctx stores in the creation, update
+// and deletion times: GORM's clock, the NowFunc of the database's config
+// (or of the session the repository or the transaction was made with), in
+// UTC with microseconds, so the in-memory entity equals what a later Get
+// returns.
+func (r *Repository[T]) now(ctx context.Context) time.Time {
+	db, _ := r.st.Conn(ctx)
+	if f := db.Config.NowFunc; f != nil {
+		return f().UTC().Truncate(time.Microsecond)
+	}
+	return now()
+}
 
 // timeValue converts t to the Go type of a timestamp field.
 func timeValue(f *schema.Field, t time.Time) any {
@@ -262,4 +257,37 @@ func timeValue(f *schema.Field, t time.Time) any {
 		return &t
 	}
 	return t
+}
+
+// versionField finds the version field of the model s describes, by the
+// rules New applies: the field tagged `gormlock:"version"`, or else the
+// one named Version; an int64 kind, not part of the key, readable and
+// writable.
+func versionField(s *schema.Schema) (*schema.Field, error) {
+	typ := s.ModelType
+	var ver *schema.Field
+	for _, name := range s.DBNames {
+		f := s.FieldsByDBName[name]
+		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == VersionTag {
+			if ver != nil && ver.Tag.Get("gormlock") == VersionTag {
+				return nil, locking.Invalid("repository: %v has two fields tagged gormlock:\"version\"", typ)
+			}
+			ver = f
+		} else if f.Name == "Version" && (ver == nil || ver.Tag.Get("gormlock") != VersionTag) {
+			ver = f
+		}
+	}
+	if ver == nil {
+		return nil, locking.Invalid("repository: %v has no version field, which gormlock's guarded writes need: embed models.Versioning (beside gorm.Model) or models.Versioned, or tag an int64 field `gormlock:\"version\"`", typ)
+	}
+	if k := ver.FieldType.Kind(); (k != reflect.Int64 && k != reflect.Int) || ver.FieldType.Bits() < 64 {
+		return nil, locking.Invalid("repository: %v.%s must be int64, not %v: versions are 64-bit clock readings (see the package doc)", typ, ver.Name, ver.FieldType)
+	}
+	if ver.PrimaryKey {
+		return nil, locking.Invalid("repository: %v: the version field cannot be part of the primary key", typ)
+	}
+	if !ver.Updatable || !ver.Readable || !ver.Creatable {
+		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, ver.Name)
+	}
+	return ver, nil
 }

@@ -41,8 +41,9 @@ type LockedMutateOption interface {
 
 type writeConfig struct {
 	op          *OperationKey
-	permanently bool // Delete of a soft-delete model: DELETE, not deleted_at
-	skipAssoc   bool // Update: write the row even with association fields set
+	permanently bool     // Delete of a soft-delete model: DELETE, not deleted_at
+	skipAssoc   bool     // Update: write the row even with association fields set
+	columns     []string // Update: write only these fields (Columns), as given
 }
 
 // updateFunc is an UpdateOption made of a function.
@@ -75,6 +76,26 @@ func Permanently() DeleteOption {
 func SkipAssociations() UpdateOption {
 	return updateFunc(func(c *writeConfig) error {
 		c.skipAssoc = true
+		return nil
+	})
+}
+
+// Columns makes Update (and UpdateMany) write only the named fields — Go
+// field names or column names — besides the version and the update time,
+// in the same guarded statement: GORM's Select("Name", "Status").Updates(e)
+// with the guard. Fields left out keep what the database has, whatever the
+// entity holds. Hooks, soft delete, leases and OpKey work as for a full
+// Update; a Before hook's changes to other fields are not written. A name
+// that is not a field Update writes (the key, the version, a creation,
+// update or deletion time, a read-only field), a repeated name, or no name
+// at all makes the call fail with an error matching
+// locking.ErrInvalidArgument before any I/O.
+func Columns(names ...string) UpdateOption {
+	return updateFunc(func(c *writeConfig) error {
+		if len(names) == 0 {
+			return locking.Invalid("Columns: no column named")
+		}
+		c.columns = append(c.columns, names...)
 		return nil
 	})
 }

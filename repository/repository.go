@@ -26,6 +26,8 @@ type Repository[T any] struct {
 	mutateHook func(context.Context, MutateReport)
 	// opRetention is how long operation keys are remembered.
 	opRetention time.Duration
+	// cols caches the statements of Updates limited by Columns.
+	cols columnSets
 }
 
 // Option configures a Repository in New.
@@ -57,10 +59,11 @@ func WithRetryPolicy(p locking.RetryPolicy) Option {
 // a struct with a primary key of one or several columns (see Key) and a
 // version field (a field named Version, as in models.Versioned, or an
 // integer field tagged `gormlock:"version"`), and db must be SQLite,
-// PostgreSQL or MySQL/MariaDB (see package opendb). Otherwise New
+// PostgreSQL or MySQL/MariaDB (see the openers under opendb). Otherwise New
 // returns an error matching locking.ErrInvalidArgument or
-// locking.ErrNotSupported that names the problem. New does no I/O; call
-// VerifySchema to check the table.
+// locking.ErrNotSupported that names the problem. New does no I/O but on
+// MySQL and MariaDB, where it asks the server once per database whether it
+// is MySQL, MariaDB or a Galera node; call VerifySchema to check the table.
 func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
 		return nil, locking.Invalid("repository: db is nil or not opened (use gorm.Open)")

@@ -5,6 +5,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/internal/store"
@@ -60,18 +61,8 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		m.leases = buildLeaseSQL(db, m)
 	}
 	w := &sqlWriter{db: db}
-	returning := ""
-	if m.caps.VersionBack == dialect.Returning {
-		var b strings.Builder
-		b.WriteString(" RETURNING ")
-		db.Dialector.QuoteTo(&b, m.version.DBName)
-		returning = b.String()
-	}
-	w.reset("UPDATE ").quote(m.table).str(" SET ")
-	for _, f := range m.setCols {
-		w.eq(f.DBName).str(", ")
-	}
-	m.update = w.setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
+	returning := m.returning(db)
+	m.update = m.updateOf(db, m.setCols)
 	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
 	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m, anyRows).stmt(m.caps, "")
 	if m.deletedAt != nil {
@@ -121,6 +112,30 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
 	m.rowLockSQL = w.reset("SELECT 1 FROM ").quote(m.table).str(" WHERE ").keyEq(m).str(" FOR UPDATE").String()
+}
+
+// updateOf returns the guarded UPDATE that writes fields, the version and
+// the update time: Update's statement for every field it writes, or one
+// limited by Columns.
+func (m *meta) updateOf(db *gorm.DB, fields []*schema.Field) store.Stmt {
+	w := &sqlWriter{db: db}
+	w.reset("UPDATE ").quote(m.table).str(" SET ")
+	for _, f := range fields {
+		w.eq(f.DBName).str(", ")
+	}
+	return w.setVersion(m, true).guard(m, liveRows).stmt(m.caps, m.returning(db))
+}
+
+// returning is " RETURNING version" where the dialect reads the version
+// back that way, "" elsewhere.
+func (m *meta) returning(db *gorm.DB) string {
+	if m.caps.VersionBack != dialect.Returning {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" RETURNING ")
+	db.Dialector.QuoteTo(&b, m.version.DBName)
+	return b.String()
 }
 
 // rowState says which rows of a soft-delete model a statement may match.

@@ -90,9 +90,10 @@ func Tx(ctx context.Context, db *gorm.DB) *gorm.DB { return store.Tx(ctx, db) }
 
 // WithCallbacks makes the repository send its statements through GORM's
 // callbacks (see "Logging and tracing" in the package doc) even when no
-// plugin is registered: for callbacks an application registered itself
-// with db.Callback(). With on false, they never go through callbacks, even
-// with plugins registered (the fast path; the logger still sees them).
+// plugin other than gormlock's own (Plugin) is registered: for callbacks an
+// application registered itself with db.Callback(). With on false, they
+// never go through callbacks, even with plugins registered (the fast path;
+// the logger still sees them).
 func WithCallbacks(on bool) Option {
 	return func(o *options) error {
 		o.callbacks = &on

@@ -39,6 +39,10 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...U
 	if len(entities) == 0 {
 		return nil
 	}
+	cols, err := r.columnSet(wc.columns, "UpdateMany")
+	if err != nil {
+		return err
+	}
 	type row struct {
 		e        *T
 		saved    T
@@ -74,10 +78,11 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...U
 		var failed []error
 		for i := range rows {
 			row := &rows[i]
-			if err := r.before(ctx, h, row.e, row.rv); err != nil {
+			conds, err := r.before(ctx, h, row.e, row.rv)
+			if err != nil {
 				return err
 			}
-			w, err := r.execWrite(ctx, kindUpdate, row.rv, row.id, row.expected)
+			w, err := r.execWrite(ctx, kindUpdate, row.rv, row.id, row.expected, cols, conds)
 			var stale *locking.StaleDataError
 			var missing *locking.NotFoundError
 			switch {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/internal/sqlitegate"
@@ -149,6 +151,10 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 	if err != nil {
 		return err
 	}
+	cols, err := r.columnSet(wc.columns, method)
+	if err != nil {
+		return err
+	}
 	if kind == kindUpdate && !wc.skipAssoc {
 		if err := r.refuseAssociations(ctx, rv, method, id); err != nil {
 			return err
@@ -160,10 +166,11 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 	}
 	saved := *e
 	prior, err := r.runWrite(ctx, wc, h.on, kind, id, func(ctx context.Context) (int64, error) {
-		if err := r.before(ctx, h, e, rv); err != nil {
+		conds, err := r.before(ctx, h, e, rv)
+		if err != nil {
 			return 0, err
 		}
-		w, err := r.execWrite(ctx, kind, rv, id, expected)
+		w, err := r.execWrite(ctx, kind, rv, id, expected, cols, conds)
 		if err != nil {
 			return 0, err
 		}
@@ -218,7 +225,10 @@ type write struct {
 // and returns what it wrote, without changing the entity. No matching row
 // gives a *locking.StaleDataError or a *locking.NotFoundError, unwrapped
 // (wrapped when the record is soft-deleted).
-func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflect.Value, id any, expected int64) (write, error) {
+//
+// cols limits an Update to some fields (Columns); conds are conditions the
+// model's Before hooks added (see hookDB), ANDed to the guard.
+func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflect.Value, id any, expected int64, cols *columnSet, conds []clause.Expression) (write, error) {
 	k := writeKinds[kind]
 	if err := r.checkIsolation(ctx, k.method); err != nil {
 		return write{}, err
@@ -230,12 +240,16 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	var w write
 	switch kind {
 	case kindUpdate:
-		for _, f := range r.m.setCols {
+		fields := r.m.setCols
+		if cols != nil {
+			fields = cols.fields
+		}
+		for _, f := range fields {
 			v, _ := f.ValueOf(ctx, rv)
 			args = append(args, v)
 		}
 	case kindSoftDelete:
-		w.deleted = &gorm.DeletedAt{Time: now(), Valid: true}
+		w.deleted = &gorm.DeletedAt{Time: r.now(ctx), Valid: true}
 		args = append(args, w.deleted.Time)
 	case kindRestore:
 		w.deleted = &gorm.DeletedAt{}
@@ -247,11 +261,15 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 		args = append(args, va)
 	}
 	if r.m.updatedAt != nil && (kind == kindUpdate || kind == kindBump) {
-		w.updated = timeValue(r.m.updatedAt, now())
+		w.updated = timeValue(r.m.updatedAt, r.now(ctx))
 		args = append(args, w.updated)
 	}
 	args = r.guardArgs(args, id, expected)
 	s := r.m.stmtOf(kind)
+	if cols != nil {
+		s = cols.stmt
+	}
+	s, args = r.withConditions(s, r.m.returning(r.st.Gorm), args, conds)
 	var n int64
 	var err error
 	switch r.m.caps.VersionBack {
@@ -269,7 +287,39 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	if err != nil {
 		return write{}, fmt.Errorf("%s: %s id=%v: %w", r.m.table, k.method, id, err)
 	}
-	return w, r.checkAffected(ctx, n, id, expected, k.op, k.rows)
+	return w, r.checkAffected(ctx, n, id, expected, k.op, k.rows, conds != nil)
+}
+
+// withConditions returns st, a guarded write whose text ends with suffix,
+// with conds ANDed to its WHERE clause, and args with their arguments
+// (placeholders numbered after args'). Without conds it returns st and args
+// as they are. The statement keeps a bounded form where the dialect bounds
+// a statement with a prefix; where a write sets its own lock timeout, the
+// condition is written again after conds.
+func (r *Repository[T]) withConditions(st store.Stmt, suffix string, args []any, conds []clause.Expression) (store.Stmt, []any) {
+	if len(conds) == 0 {
+		return st, args
+	}
+	stmt := &gorm.Statement{DB: r.st.Gorm, Clauses: map[string]clause.Clause{}, Vars: append([]any(nil), args...)}
+	stmt.SQL.WriteString(strings.TrimSuffix(st.Text, suffix))
+	stmt.SQL.WriteString(" AND (")
+	clause.Where{Exprs: conds}.Build(stmt)
+	stmt.SQL.WriteString(")")
+	base := stmt.SQL.String()
+	out := store.Stmt{Text: base + suffix}
+	switch {
+	case r.m.caps.StatementTimeout != "":
+		out.Bounded = out.Text
+	case r.m.caps.SelfLockTimeout != "" && st.Bounded != "":
+		before, after, _ := strings.Cut(r.m.caps.SelfLockTimeout, "?")
+		stmt.SQL.WriteString(" AND " + before)
+		stmt.Vars = append(stmt.Vars, nil)
+		r.st.Gorm.Dialector.BindVarTo(&stmt.SQL, stmt, nil)
+		stmt.Vars = stmt.Vars[:len(stmt.Vars)-1]
+		stmt.SQL.WriteString(after)
+		out.Bounded = stmt.SQL.String() + suffix
+	}
+	return out, stmt.Vars
 }
 
 // versionArg is the version a write gives a record, computed by the
@@ -362,14 +412,16 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...DeleteOption) 
 	}
 	soft := r.m.deletedAt != nil && !wc.permanently
 	h := r.hooksFor(false)
+	h.unscoped = wc.permanently
 	saved := *e
 	prior, err := r.runWrite(ctx, wc, h.on, kindSoftDelete, id, func(ctx context.Context) (int64, error) {
-		if err := r.before(ctx, h, e, rv); err != nil {
+		conds, err := r.before(ctx, h, e, rv)
+		if err != nil {
 			return 0, err
 		}
 		var version int64
 		if soft {
-			w, err := r.execWrite(ctx, kindSoftDelete, rv, id, expected)
+			w, err := r.execWrite(ctx, kindSoftDelete, rv, id, expected, nil, conds)
 			if err != nil {
 				return 0, err
 			}
@@ -378,11 +430,12 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...DeleteOption) 
 			}
 			version = w.version
 		} else {
-			n, err := r.st.ExecResult(ctx, r.m.delete, r.guardArgs(make([]any, 0, len(r.m.pks)+2), id, expected))
+			st, args := r.withConditions(r.m.delete, "", r.guardArgs(make([]any, 0, len(r.m.pks)+2), id, expected), conds)
+			n, err := r.st.ExecResult(ctx, st, args)
 			if err != nil {
 				return 0, fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
 			}
-			if err := r.checkAffected(ctx, n, id, expected, "delete", anyRows); err != nil {
+			if err := r.checkAffected(ctx, n, id, expected, "delete", anyRows, conds != nil); err != nil {
 				return 0, err
 			}
 		}
@@ -438,7 +491,10 @@ func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int
 // checkAffected turns "no row matched" (n, the rows a guarded write
 // affected; rows, which rows it could match) into StaleDataError or
 // NotFoundError by reading the record's current version.
-func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expected int64, op string, rows rowState) error {
+//
+// hooked says the write carried conditions a Before hook added: a record at
+// the expected version then failed them.
+func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expected int64, op string, rows rowState, hooked bool) error {
 	if n == 1 {
 		return nil
 	}
@@ -460,6 +516,16 @@ func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expe
 		return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
 	case !deleted && rows == deletedRows:
 		return locking.Invalid("%s: %s id=%v: the record is not deleted", r.m.table, op, id)
+	case hooked:
+		// The version matched: a lease someone holds refused the write,
+		// or the condition a Before hook added did not hold. GORM would
+		// update no row and say nothing; gormlock says so.
+		if r.m.leases != nil {
+			if held, err := r.leaseState(ctx, id); err != nil || held != nil {
+				return errors.Join(err, r.leaseRefused(ctx, id, 0, op))
+			}
+		}
+		return fmt.Errorf("%s: %s id=%v: the condition a Before hook added to the write does not hold: %w", r.m.table, op, id, locking.ErrConditionFailed)
 	case r.m.leases != nil:
 		// The version matched, so the lease condition did not: someone
 		// else holds a lease on the record.

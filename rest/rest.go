@@ -690,51 +690,82 @@ func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, exists bool, ve
 
 // fail answers an error from the repository with its status.
 func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p := ProblemOf(err)
 	var lease *locking.LeaseError
 	switch {
-	case errors.As(err, &lease) && errors.Is(err, locking.ErrLeased):
+	case p.Status == http.StatusLocked && errors.As(err, &lease):
 		if !lease.Until.IsZero() {
 			secs := int64(time.Until(lease.Until)/time.Second) + 1
 			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
 		}
-		problem(w, http.StatusLocked, "the record is checked out (leased) until %s", lease.Until.UTC().Format(time.RFC3339))
-	case errors.Is(err, locking.ErrOperationKeyReused):
-		problem(w, http.StatusUnprocessableEntity, "the Idempotency-Key was used with another request")
-	case errors.Is(err, locking.ErrCommitUnknown):
+	case p.Status == http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	case p.Status == http.StatusInternalServerError:
 		if h.cfg.logError != nil {
 			h.cfg.logError(r, err)
 		}
-		detail := "the write's outcome is unknown (the database connection failed after it was sent)"
-		if r.Header.Get("Idempotency-Key") != "" {
-			detail += "; repeat the request with the same Idempotency-Key: it applies at most once"
+		if errors.Is(err, locking.ErrCommitUnknown) && r.Header.Get("Idempotency-Key") != "" {
+			p.Detail += "; repeat the request with the same Idempotency-Key: it applies at most once"
 		}
-		problem(w, http.StatusInternalServerError, "%s", detail)
+	}
+	problem(w, p.Status, "%s", p.Detail)
+}
+
+// ProblemOf returns the HTTP answer for err, an error of a repository call,
+// as the handlers of this package give it: the status, and a detail a user
+// may see — it never repeats the error's text, which names tables, keys,
+// versions and SQL. Use it in handlers of your own:
+//
+//	if err != nil {
+//		p := rest.ProblemOf(err)
+//		log.Printf("%s: %v", r.URL.Path, err) // the full error, for you
+//		http.Error(w, p.Detail, p.Status)
+//	}
+//
+// The statuses: ErrStaleData (and ErrRetriesExhausted, which matches it)
+// 409; ErrConditionFailed 409; ErrAlreadyExists 409; ErrNotFound 404;
+// ErrLeased 423; ErrLocked, ErrLockTimeout, ErrDeadlock and
+// ErrSerialization 503 (try again); ErrOperationKeyReused 422;
+// ErrInvalidArgument 400; ErrCommitUnknown and anything else 500.
+func ProblemOf(err error) Problem {
+	p := func(status int, detail string) Problem {
+		return Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
+	}
+	var lease *locking.LeaseError
+	switch {
+	case err == nil:
+		return p(http.StatusOK, "")
+	case errors.As(err, &lease) && errors.Is(err, locking.ErrLeased):
+		if lease.Until.IsZero() {
+			return p(http.StatusLocked, "the record is checked out (leased)")
+		}
+		return p(http.StatusLocked, "the record is checked out (leased) until "+lease.Until.UTC().Format(time.RFC3339))
+	case errors.Is(err, locking.ErrOperationKeyReused):
+		return p(http.StatusUnprocessableEntity, "the Idempotency-Key was used with another request")
+	case errors.Is(err, locking.ErrCommitUnknown):
+		return p(http.StatusInternalServerError, "the write's outcome is unknown (the database connection failed after it was sent)")
 	case errors.Is(err, locking.ErrInvalidArgument):
 		var de *locking.DatabaseError
 		if errors.As(err, &de) {
-			// The database refused a value (too long, not valid text):
-			// say so without its message, which names tables and SQL.
-			problem(w, http.StatusBadRequest, "the database refused a value of the request (too long, or not valid text)")
-			return
+			// The database refused a value (too long, not valid text).
+			return p(http.StatusBadRequest, "the database refused a value of the request (too long, or not valid text)")
 		}
-		problem(w, http.StatusBadRequest, "%v", err)
+		return p(http.StatusBadRequest, "the request is not valid")
 	case errors.Is(err, locking.ErrNotFound):
-		problem(w, http.StatusNotFound, "no such record")
+		return p(http.StatusNotFound, "no such record")
 	case errors.Is(err, locking.ErrAlreadyExists):
 		// Creates say which value is taken (createConflict); any other
 		// write keeps its id, so another unique value is taken.
-		problem(w, http.StatusConflict, "%s", detailValueTaken)
+		return p(http.StatusConflict, detailValueTaken)
+	case errors.Is(err, locking.ErrConditionFailed):
+		return p(http.StatusConflict, "the record does not allow this change as it is now")
 	case errors.Is(err, locking.ErrStaleData):
-		problem(w, http.StatusConflict, "the record kept changing; try again")
-	case errors.Is(err, locking.ErrLocked), errors.Is(err, locking.ErrLockTimeout):
-		w.Header().Set("Retry-After", "1")
-		problem(w, http.StatusServiceUnavailable, "the database is busy; try again")
-	default:
-		if h.cfg.logError != nil {
-			h.cfg.logError(r, err)
-		}
-		problem(w, http.StatusInternalServerError, "internal error")
+		return p(http.StatusConflict, "the record kept changing; try again")
+	case errors.Is(err, locking.ErrLocked), errors.Is(err, locking.ErrLockTimeout),
+		errors.Is(err, locking.ErrDeadlock), errors.Is(err, locking.ErrSerialization):
+		return p(http.StatusServiceUnavailable, "the database is busy; try again")
 	}
+	return p(http.StatusInternalServerError, "internal error")
 }
 
 // requestPath is the path the client asked for, before any StripPrefix.

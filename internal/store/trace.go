@@ -16,9 +16,23 @@ import (
 	"gorm.io/gorm/logger"
 )
 
+// PluginName is the name gormlock's own GORM plugin (repository.Plugin)
+// registers under.
+const PluginName = "gormlock"
+
 // UsesCallbacks is repository.WithCallbacks' default: on when db has
-// plugins.
-func UsesCallbacks(db *gorm.DB) bool { return len(db.Config.Plugins) > 0 }
+// plugins other than gormlock's own. gormlock's plugin watches GORM's
+// create, update and delete callbacks only, never the Raw and Row ones
+// gormlock's statements would go through, so registering it leaves
+// gormlock's writes on the direct path.
+func UsesCallbacks(db *gorm.DB) bool {
+	for name := range db.Config.Plugins {
+		if name != PluginName {
+			return true
+		}
+	}
+	return false
+}
 
 // ScanSQL sends query, which returns at most one row, on pool and scans
 // that row into dest; no row gives sql.ErrNoRows.
@@ -39,7 +53,7 @@ func (s Store) ScanSQL(ctx context.Context, pool gorm.ConnPool, query string, ar
 		return err
 	}
 	begin := time.Now()
-	err := pool.QueryRowContext(ctx, query, args...).Scan(dest...)
+	err := s.translate(pool.QueryRowContext(ctx, query, args...).Scan(dest...))
 	NoteRolledBack(ctx, s, err)
 	rows := int64(1)
 	traceErr := err
@@ -79,6 +93,7 @@ func (s Store) ExecSQLID(ctx context.Context, pool gorm.ConnPool, query string, 
 	}
 	begin := time.Now()
 	r, err := pool.ExecContext(ctx, query, args...)
+	err = s.translate(err)
 	if err == nil {
 		n, err = r.RowsAffected()
 		if err == nil && withID {
@@ -109,6 +124,7 @@ func (s Store) QuerySQL(ctx context.Context, pool gorm.ConnPool, query string, a
 	}
 	begin := time.Now()
 	rows, err := pool.QueryContext(ctx, query, args...)
+	err = s.translate(err)
 	s.trace(ctx, begin, query, args, -1, err)
 	NoteRolledBack(ctx, s, err)
 	return rows, err
@@ -332,3 +348,29 @@ func (onPrimary) ModifyStatement(stmt *gorm.Statement) {
 
 // Build implements clause.Expression; the operation adds no SQL.
 func (onPrimary) Build(clause.Builder) {}
+
+// translate returns err with GORM's translation of it (a unique violation
+// as gorm.ErrDuplicatedKey, a foreign key one as gorm.ErrForeignKeyViolated,
+// ...) when the database was opened with gorm.Config{TranslateError: true},
+// as GORM's own statements return it, keeping the driver's error too: the
+// result matches both. Statements through GORM's callbacks get GORM's
+// translation from GORM.
+func (s Store) translate(err error) error {
+	if err == nil || !s.Gorm.Config.TranslateError {
+		return err
+	}
+	t, ok := s.Gorm.Dialector.(gorm.ErrorTranslator)
+	if !ok {
+		return err
+	}
+	if gormErr := t.Translate(err); gormErr != err && gormErr != nil {
+		return &translatedError{err: err, gormErr: gormErr}
+	}
+	return err
+}
+
+// translatedError is a driver error and GORM's translation of it.
+type translatedError struct{ err, gormErr error }
+
+func (e *translatedError) Error() string   { return e.err.Error() }
+func (e *translatedError) Unwrap() []error { return []error{e.err, e.gormErr} }

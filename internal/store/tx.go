@@ -113,6 +113,15 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if d := db.Config.DefaultTransactionTimeout; d > 0 {
+		// As GORM's Begin: a transaction whose context has no deadline
+		// ends after the config's DefaultTransactionTimeout.
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+	}
 	st := &TxState{sqlDB: s.SQLDB}
 	db = WithCallerLogger(db)
 	if o != nil {

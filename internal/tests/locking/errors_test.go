@@ -27,6 +27,7 @@ var sentinels = map[string]error{
 	"ErrRetriesExhausted":   locking.ErrRetriesExhausted,
 	"ErrCommitUnknown":      locking.ErrCommitUnknown,
 	"ErrOperationKeyReused": locking.ErrOperationKeyReused,
+	"ErrUnguardedWrite":     locking.ErrUnguardedWrite,
 }
 
 // assertMatchesOnly checks that err matches exactly the named sentinels.

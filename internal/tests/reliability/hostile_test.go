@@ -1473,6 +1473,8 @@ func hostileCases() []hostileCase {
 	out = append(out, hostileTxCases()...)
 	out = append(out, hostileMiscCases()...)
 	out = append(out, hostileApplyCases()...)
+	out = append(out, hostilePluginCases()...)
+	out = append(out, hostileColumnsCases()...)
 	return out
 }
 
@@ -1604,6 +1606,7 @@ var hostileFunctions = []string{
 	"Retry", "WithLeases", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
 	"VerifyOperationSchema", "WithCallbacks", "WithTx", "Tx", "Permanently", "SkipAssociations", "IncludeDeleted", "Preload",
 	"WithAdaptive", "Report", "WithMutateHook", "Add", "SetTo", "Expr", "If",
+	"Plugin", "GuardGORMUpdates", "StrictGORMWrites", "Columns",
 }
 
 // TestHostileCoverage proves the hostile table has no gap: every exported

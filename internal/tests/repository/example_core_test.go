@@ -276,7 +276,7 @@ func ExampleRepository_VerifySchema() {
 	// Output:
 	// accounts: <nil>
 	// notes true
-	// - version column version is nullable; it must be NOT NULL
+	// - version column version is nullable; it must be NOT NULL: SQLite cannot add NOT NULL to a column in place: create the table again with `version` BIGINT NOT NULL and copy the rows, giving those without a version one (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))
 	// - column text (field Text) is missing
 }
 

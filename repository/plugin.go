@@ -1,0 +1,210 @@
+package repository
+
+import (
+	"fmt"
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/internal/store"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Plugin returns gormlock's GORM plugin, which makes the plain GORM writes
+// of versioned models advance the version, so that gormlock's guard sees
+// them. Register it once, on the *gorm.DB the application writes through:
+//
+//	if err := db.Use(repository.Plugin()); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// Without it, an application that writes a table with gormlock's calls in
+// one place and with plain GORM in another loses updates silently: a plain
+// GORM write leaves the version as it was, so a guarded Update (or Mutate)
+// from a copy read before it passes the guard and writes back the old
+// values of every column. With it, every such write moves the version on,
+// and the guarded write is refused with locking.ErrStaleData (Mutate reads
+// again and re-runs).
+//
+// A model is versioned as for New: a field tagged `gormlock:"version"`, or
+// else one named Version, of an int64 kind. The callbacks pass every other
+// model by, and every statement without a model (db.Table("t") alone).
+//
+// What the plugin does to each kind of plain GORM write of a versioned
+// model:
+//
+//   - Updates (a struct or a map, gorm.Expr values included), Update,
+//     UpdateColumn and UpdateColumns, of one record or of every record a
+//     Where matches: the statement also sets the version to
+//     max(previous version + 1, now in microseconds), per row, in the same
+//     UPDATE. Any assignment to the version column the call makes is
+//     dropped: the version is gormlock's.
+//   - Save of an existing record (GORM's update of every column): the same;
+//     the version the entity holds in memory is not written back.
+//   - Create of a record whose version is 0 gives it a first version, a
+//     clock reading as Repository.Create's (a version it already holds is
+//     kept). A Create that updates on conflict (clause.OnConflict with
+//     DoUpdates or UpdateAll, and so Save of a slice, and the insert Save
+//     falls back to when its update matched no row) advances the version
+//     of the rows it updates, and the entities' versions in memory.
+//   - Delete is left as it is: a soft delete sets deleted_at only, and
+//     gormlock's guarded writes do not match a soft-deleted record anyway
+//     (StrictGORMWrites reports an unguarded delete).
+//
+// "now" is this process's clock (gormlock's own writes read the
+// database's clock on PostgreSQL and MySQL): versions still only grow per
+// record, whichever writes them.
+//
+// The version the database now holds is put back into the entity only when
+// it is known exactly, after a write guarded by GuardGORMUpdates. After an
+// unguarded plain GORM write the entity keeps the version it had, so a
+// guarded write of it is refused as stale: read the record again before a
+// guarded write.
+//
+// Raw SQL (db.Exec, db.Raw) never reaches GORM's create, update and delete
+// callbacks, and other services do not run this process's callbacks: for
+// those, a per-table trigger in the database advances the version (package
+// migrations). gormlock's own statements are not touched, and registering
+// the plugin leaves them on their direct path (see WithCallbacks).
+//
+// Initialize, which db.Use calls, refuses a nil or unopened *gorm.DB and
+// an invalid option with an error matching locking.ErrInvalidArgument, and
+// a database gormlock does not support with one matching
+// locking.ErrNotSupported. Registering it twice is GORM's
+// gorm.ErrRegistered.
+func Plugin(opts ...PluginOption) gorm.Plugin {
+	p := &plugin{}
+	p.err = applyOpts(opts, &p.cfg, PluginOption.applyPlugin)
+	return p
+}
+
+// PluginOption adjusts Plugin: GuardGORMUpdates, StrictGORMWrites.
+type PluginOption interface {
+	applyPlugin(*pluginConfig) error
+}
+
+type pluginConfig struct {
+	guard bool
+	// strict is nil when StrictGORMWrites is off, else whether it refuses
+	// (true) or logs (false).
+	strict *bool
+}
+
+// pluginFunc is a PluginOption made of a function.
+type pluginFunc func(*pluginConfig) error
+
+func (f pluginFunc) applyPlugin(c *pluginConfig) error { return f(c) }
+
+// GuardGORMUpdates makes the plugin guard a plain GORM update whose model is
+// one record read with its version: a struct (or pointer to one) of a
+// versioned model whose key and version are both set, as in
+// db.Save(&token) or db.Model(&token).Updates(...). The UPDATE then also
+// requires the version the record holds (AND version = ?, as
+// go-gorm/optimisticlock does), and on success the entity holds the new
+// version, exactly. When it matches no row because the record is at
+// another version, the *gorm.DB's error is a *locking.StaleDataError
+// (errors.Is(err, locking.ErrStaleData)) and nothing was written; when the
+// record is gone (or soft-deleted), an error matching both
+// locking.ErrStaleData and locking.ErrNotFound, and Save does not insert
+// it again. A record at its version that other conditions of the call
+// left out is GORM's usual outcome: no error, RowsAffected 0.
+//
+// Updates whose model holds no version (db.Model(&Token{}).Where(...)), a
+// slice, or a record without its key, are not guarded: they still advance
+// the version.
+func GuardGORMUpdates() PluginOption {
+	return pluginFunc(func(c *pluginConfig) error {
+		c.guard = true
+		return nil
+	})
+}
+
+// StrictGORMWrites makes the plugin report every plain GORM update or
+// delete of a versioned model that no version guards: neither guarded by
+// GuardGORMUpdates nor given a condition on the version column itself
+// (Where("version = ?", v)). It is meant for tests and development, to
+// find the call sites that can erase a concurrent change.
+//
+// With refuse true such a write is refused before anything runs (hooks
+// included): the *gorm.DB's error matches locking.ErrUnguardedWrite, and
+// nothing is written. With refuse false it runs, and the GORM logger's
+// Warn names the table and the calling file and line (GORM's logger shows
+// warnings at its Warn level and above).
+//
+// Creates, upserts included, are not reported, and raw SQL is never seen
+// (see Plugin). Giving the option twice with different values is an error
+// matching locking.ErrInvalidArgument.
+func StrictGORMWrites(refuse bool) PluginOption {
+	return pluginFunc(func(c *pluginConfig) error {
+		if c.strict != nil && *c.strict != refuse {
+			return locking.Invalid("repository: Plugin: StrictGORMWrites given twice, refusing (%v) and not (%v)", *c.strict, refuse)
+		}
+		c.strict = &refuse
+		return nil
+	})
+}
+
+// plugin is what Plugin returns: its options, and the version field of
+// each model schema it has seen.
+type plugin struct {
+	cfg pluginConfig
+	err error // an invalid option, returned by Initialize
+	// versions maps a *schema.Schema to its version field, nil for a
+	// model without a usable one.
+	versions sync.Map
+}
+
+// Name implements gorm.Plugin: "gormlock".
+func (*plugin) Name() string { return store.PluginName }
+
+// Initialize implements gorm.Plugin: it registers the callbacks on db.
+func (p *plugin) Initialize(db *gorm.DB) error {
+	if p.err != nil {
+		return p.err
+	}
+	if db == nil || db.Config == nil || db.Callback() == nil || db.Dialector == nil {
+		return locking.Invalid("repository: Plugin: the *gorm.DB is nil or was not opened with gorm.Open")
+	}
+	name := db.Dialector.Name()
+	if _, ok := dialect.Lookup(name); !ok {
+		return fmt.Errorf("%w: repository: Plugin: dialect %q (gormlock supports SQLite, PostgreSQL, MariaDB and MySQL)", locking.ErrNotSupported, name)
+	}
+	w := &pluginWrites{plugin: p, greatest: "GREATEST", mysql: name == dialect.MySQL}
+	if name == dialect.SQLite {
+		w.greatest = "MAX"
+	}
+	cb := db.Callback()
+	for _, err := range []error{
+		cb.Create().Before("gorm:create").Register("gormlock:create", w.create),
+		cb.Create().After("gorm:create").Register("gormlock:after_create", w.afterCreate),
+		cb.Update().Before("gorm:setup_reflect_value").Register("gormlock:update_guard", w.updateGuard),
+		cb.Update().Before("gorm:update").Register("gormlock:update_set", w.updateSet),
+		cb.Update().After("gorm:update").Before("gorm:save_after_associations").Register("gormlock:update_check", w.updateCheck),
+	} {
+		if err != nil {
+			return fmt.Errorf("repository: Plugin: %w", err)
+		}
+	}
+	if p.cfg.strict != nil {
+		if err := cb.Delete().Before("gorm:before_delete").Register("gormlock:delete_check", w.deleteCheck); err != nil {
+			return fmt.Errorf("repository: Plugin: %w", err)
+		}
+	}
+	return nil
+}
+
+// versionOf returns the version field of the model s describes, or nil
+// when s is nil or its model has no usable version field.
+func (p *plugin) versionOf(s *schema.Schema) *schema.Field {
+	if s == nil {
+		return nil
+	}
+	if f, ok := p.versions.Load(s); ok {
+		return f.(*schema.Field)
+	}
+	f, _ := versionField(s)
+	p.versions.Store(s, f)
+	return f
+}

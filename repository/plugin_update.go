@@ -1,0 +1,494 @@
+package repository
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/callbacks"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// pluginWrites holds the plugin's callbacks for one database.
+type pluginWrites struct {
+	*plugin
+	greatest string // the SQL function of the larger of two values: GREATEST, or SQLite's MAX
+	mysql    bool   // MySQL and MariaDB: an upsert names the new row's values VALUES(col)
+}
+
+// updateKey is the Statement.Settings key of an update's updateState.
+type updateKey struct{}
+
+// updateState is what the update callbacks tell each other about one
+// statement of a versioned model.
+type updateState struct {
+	version *schema.Field
+
+	// guarded: GuardGORMUpdates added AND version = expected; the
+	// statement gives the record the version next.
+	guarded  bool
+	expected int64
+	next     int64
+	keys     []any         // the record's key values, in the schema's order
+	record   reflect.Value // the record, addressable, to take next
+	// where is the WHERE clause before the guard was added (hadWhere: there
+	// was one), put back after the statement.
+	where    clause.Clause
+	hadWhere bool
+
+	// setAdded: the SET clause is the plugin's; set is the one there was
+	// before (hadSet), put back after the statement.
+	setAdded bool
+	set      clause.Clause
+	hadSet   bool
+	expr     versionExpr // the version's new value, in the SET clause
+}
+
+// updateGuard runs first among the update callbacks: it adds the version
+// guard (GuardGORMUpdates), and reports or refuses an unguarded update
+// (StrictGORMWrites) before any hook runs.
+func (w *pluginWrites) updateGuard(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.SQL.Len() > 0 {
+		return
+	}
+	ver := w.versionOf(stmt.Schema)
+	if ver == nil {
+		return
+	}
+	st := &updateState{version: ver}
+	if w.cfg.guard && !w.guard(db, st) {
+		return
+	}
+	if w.cfg.strict != nil && !st.guarded && !hasVersionCondition(stmt, ver) && !w.unguarded(db, "update") {
+		return
+	}
+	stmt.Settings.Store(updateKey{}, st)
+}
+
+// guard adds AND version = ? to the update when its model is one record
+// with its key and version set, and notes what updateCheck needs. It
+// returns false when the statement must not run.
+func (w *pluginWrites) guard(db *gorm.DB, st *updateState) bool {
+	stmt := db.Statement
+	rv := reflect.ValueOf(stmt.Model)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return true
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType || len(stmt.Schema.PrimaryFields) == 0 {
+		return true
+	}
+	keys := make([]any, 0, len(stmt.Schema.PrimaryFields))
+	for _, f := range stmt.Schema.PrimaryFields {
+		v, zero := f.ValueOf(stmt.Context, rv)
+		if zero {
+			return true
+		}
+		keys = append(keys, v)
+	}
+	expected, ok := intOf(st.version, rv)
+	if !ok || expected == 0 {
+		return true
+	}
+	next, ok := nextVersion(expected)
+	if !ok {
+		db.AddError(locking.Invalid("%s: update id=%v: version %d cannot advance", stmt.Table, keyValue(keys), expected))
+		return false
+	}
+	st.guarded, st.expected, st.next, st.keys = true, expected, next, keys
+	if rv.CanAddr() {
+		st.record = rv
+	}
+
+	c, had := stmt.Clauses["WHERE"]
+	st.where, st.hadWhere = c, had
+	if where, ok := c.Expression.(clause.Where); ok && hasOr(where.Exprs) {
+		// a OR b AND version = ? would guard b only: (a OR b) AND version = ?
+		c.Expression = clause.Where{Exprs: []clause.Expression{clause.AndConditions(where)}}
+		stmt.Clauses["WHERE"] = c
+	}
+	stmt.AddClause(clause.Where{Exprs: []clause.Expression{
+		clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: st.version.DBName}, Value: expected},
+	}})
+	return true
+}
+
+// updateSet runs right before GORM's update: it builds the SET clause as
+// GORM would (callbacks.ConvertToAssignments; GORM's update callback uses
+// a SET clause that is there already), without any assignment to the
+// version, and with version = GREATEST(COALESCE(version, 0) + 1, ?).
+func (w *pluginWrites) updateSet(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.SQL.Len() > 0 {
+		return
+	}
+	st := updateStateOf(stmt)
+	if st == nil {
+		return
+	}
+	c, hadSet := stmt.Clauses["SET"]
+	var set, out clause.Set
+	if hadSet {
+		s, ok := c.Expression.(clause.Set)
+		if !ok {
+			return
+		}
+		st.set, st.hadSet, set = c, true, s
+		out = make(clause.Set, 0, len(s)+1)
+	} else {
+		// ConvertToAssignments copies the values of a map (or of another
+		// struct) into the model: the version the entity holds stays what
+		// it was (see Plugin).
+		var fv reflect.Value
+		var saved int64
+		if rv := stmt.ReflectValue; stmt.Dest != stmt.Model && rv.Kind() == reflect.Struct && rv.CanAddr() && rv.Type() == stmt.Schema.ModelType {
+			if v, ok := fieldOf(st.version, rv); ok && isIntKind(v.Kind()) {
+				fv, saved = v, v.Int()
+			}
+		}
+		set = callbacks.ConvertToAssignments(stmt)
+		if fv.IsValid() && fv.Int() != saved {
+			fv.SetInt(saved)
+		}
+		if db.Error != nil || len(set) == 0 {
+			return // GORM's update does nothing either
+		}
+		out = set[:0] // GORM's own slice, built for this statement
+		c = clause.Clause{Name: "SET"}
+	}
+	for _, a := range set {
+		if !isVersionColumn(a.Column.Name, st.version) {
+			out = append(out, a)
+		}
+	}
+	floor := st.next
+	if !st.guarded {
+		floor, _ = nextVersion(0)
+	}
+	col := clause.Column{Name: st.version.DBName}
+	st.expr = versionExpr{greatest: w.greatest, column: col, floor: floor}
+	c.Expression = append(out, clause.Assignment{Column: col, Value: &st.expr})
+	stmt.Clauses["SET"] = c
+	st.setAdded = true
+}
+
+// versionExpr is what the plugin sets the version column to:
+// GREATEST(COALESCE(column, 0) + 1, floor), MAX on SQLite.
+type versionExpr struct {
+	greatest string
+	column   clause.Column // the version column, of the row written
+	floor    any           // the least new version: a number, or an expression
+}
+
+// Build implements clause.Expression.
+func (e *versionExpr) Build(b clause.Builder) {
+	b.WriteString(e.greatest)
+	b.WriteString("(COALESCE(")
+	b.WriteQuoted(e.column)
+	b.WriteString(", 0) + 1, ")
+	b.AddVar(b, e.floor)
+	b.WriteByte(')')
+}
+
+// updateCheck runs right after GORM's update: a guarded update that
+// matched no row is reported as stale, one that matched gives the entity
+// its new version; then the statement's SET and WHERE are put back as they
+// were, so that a *gorm.DB used again builds its next statement afresh.
+func (w *pluginWrites) updateCheck(db *gorm.DB) {
+	stmt := db.Statement
+	st := updateStateOf(stmt)
+	if st == nil {
+		return
+	}
+	stmt.Settings.Delete(updateKey{})
+	if st.guarded && st.setAdded && db.Error == nil && !db.DryRun {
+		if db.RowsAffected == 0 {
+			if err := w.stale(db, st); err != nil {
+				db.AddError(err)
+			}
+		} else if st.record.IsValid() {
+			if err := st.version.Set(stmt.Context, st.record, st.next); err != nil {
+				db.AddError(err)
+			}
+		}
+	}
+	if st.setAdded {
+		if st.hadSet {
+			stmt.Clauses["SET"] = st.set
+		} else {
+			delete(stmt.Clauses, "SET")
+		}
+	}
+	if st.guarded {
+		if st.hadWhere {
+			stmt.Clauses["WHERE"] = st.where
+		} else {
+			delete(stmt.Clauses, "WHERE")
+		}
+	}
+}
+
+func updateStateOf(stmt *gorm.Statement) *updateState {
+	if v, ok := stmt.Settings.Load(updateKey{}); ok {
+		st, _ := v.(*updateState)
+		return st
+	}
+	return nil
+}
+
+// stale returns the error of a guarded update that matched no row: a
+// *locking.StaleDataError when the record is at another version, an error
+// matching locking.ErrStaleData and locking.ErrNotFound when it is gone,
+// and nil when it is at the expected version (the call's other conditions
+// left it out: GORM's usual zero rows).
+func (w *pluginWrites) stale(db *gorm.DB, st *updateState) error {
+	stmt := db.Statement
+	id := keyValue(st.keys)
+	actual, found, err := currentVersion(stmt, st)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s: update id=%v at version %d matched no row; reading its version: %w", locking.ErrStaleData, stmt.Table, id, st.expected, err)
+	case !found:
+		return fmt.Errorf("%w: %s: update id=%v at version %d: %w", locking.ErrStaleData, stmt.Table, id, st.expected, &locking.NotFoundError{Table: stmt.Table, ID: id})
+	case actual == st.expected:
+		return nil
+	}
+	return &locking.StaleDataError{Table: stmt.Table, ID: id, Expected: st.expected, Actual: actual, Op: "update"}
+}
+
+// currentVersion reads the version of the guarded record on the update's
+// own connection (its transaction), leaving out a soft-deleted record
+// unless the update was Unscoped.
+func currentVersion(stmt *gorm.Statement, st *updateState) (int64, bool, error) {
+	q := &gorm.Statement{
+		DB: stmt.DB, Context: stmt.Context, Table: stmt.Table, TableExpr: stmt.TableExpr,
+		Schema: stmt.Schema, Clauses: map[string]clause.Clause{},
+	}
+	exprs := make([]clause.Expression, 0, len(st.keys)+1)
+	for i, f := range stmt.Schema.PrimaryFields {
+		exprs = append(exprs, clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}, Value: st.keys[i]})
+	}
+	if !stmt.Unscoped {
+		for _, f := range stmt.Schema.Fields {
+			if f.DBName != "" && f.FieldType == reflect.TypeOf(gorm.DeletedAt{}) {
+				exprs = append(exprs, clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}, Value: nil})
+			}
+		}
+	}
+	q.AddClause(clause.Select{Columns: []clause.Column{{Table: clause.CurrentTable, Name: st.version.DBName}}})
+	q.AddClause(clause.From{})
+	q.AddClause(clause.Where{Exprs: exprs})
+	q.Build("SELECT", "FROM", "WHERE")
+	var v sql.NullInt64
+	err := stmt.ConnPool.QueryRowContext(stmt.Context, q.SQL.String(), q.Vars...).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, locking.Classify(err)
+	}
+	return v.Int64, true, nil
+}
+
+// deleteCheck reports or refuses a delete of a versioned model that no
+// version condition guards (StrictGORMWrites).
+func (w *pluginWrites) deleteCheck(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.SQL.Len() > 0 {
+		return
+	}
+	ver := w.versionOf(stmt.Schema)
+	if ver == nil || hasVersionCondition(stmt, ver) {
+		return
+	}
+	w.unguarded(db, "delete")
+}
+
+// unguarded reports an unguarded write (StrictGORMWrites): refused, with
+// an error matching locking.ErrUnguardedWrite (it returns false), or logged
+// as a warning (it returns true: the write goes on).
+func (w *pluginWrites) unguarded(db *gorm.DB, op string) bool {
+	stmt := db.Statement
+	caller := pluginCaller()
+	if *w.cfg.strict {
+		db.AddError(fmt.Errorf("%w: %s of %s at %s: no version guards it, so it could erase a concurrent change: write it with a gormlock repository, add a condition on %s, or guard it with GuardGORMUpdates; nothing was written",
+			locking.ErrUnguardedWrite, op, stmt.Table, caller, stmt.Quote(w.versionOf(stmt.Schema).DBName)))
+		return false
+	}
+	if db.Logger != nil {
+		db.Logger.Warn(stmt.Context, "gormlock: unguarded %s of %s at %s: no version guards it, so it could erase a concurrent change", op, stmt.Table, caller)
+	}
+	return true
+}
+
+// hasVersionCondition reports whether the statement's WHERE has a
+// condition on the version column joined by AND: an equality on the column
+// (Where(map), Where(&T{Version: v}), or the plugin's own guard), or an SQL
+// condition that names it (Where("version = ?", v)).
+func hasVersionCondition(stmt *gorm.Statement, ver *schema.Field) bool {
+	c, ok := stmt.Clauses["WHERE"]
+	if !ok {
+		return false
+	}
+	where, ok := c.Expression.(clause.Where)
+	return ok && versionCondition(where.Exprs, ver)
+}
+
+func versionCondition(exprs []clause.Expression, ver *schema.Field) bool {
+	for _, e := range exprs {
+		switch e := e.(type) {
+		case clause.Eq:
+			switch col := e.Column.(type) {
+			case string:
+				if isVersionColumn(col, ver) {
+					return true
+				}
+			case clause.Column:
+				if !col.Raw && isVersionColumn(col.Name, ver) {
+					return true
+				}
+			}
+		case clause.AndConditions:
+			if versionCondition(e.Exprs, ver) {
+				return true
+			}
+		case clause.Expr:
+			if namesColumn(e.SQL, ver.DBName) {
+				return true
+			}
+		case clause.NamedExpr:
+			if namesColumn(e.SQL, ver.DBName) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasOr reports whether a WHERE's conditions include an OR.
+func hasOr(exprs []clause.Expression) bool {
+	for _, e := range exprs {
+		if _, ok := e.(clause.OrConditions); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isVersionColumn reports whether name ("version", "Version",
+// "tokens.version") names the version field's column.
+func isVersionColumn(name string, ver *schema.Field) bool {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Trim(name, "`\"")
+	return strings.EqualFold(name, ver.DBName) || name == ver.Name
+}
+
+// namesColumn reports whether the SQL text names the column col as an
+// identifier (not as part of a longer one), in any case.
+func namesColumn(sqlText, col string) bool {
+	s, c := strings.ToLower(sqlText), strings.ToLower(col)
+	for i := 0; ; {
+		j := strings.Index(s[i:], c)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(c)
+		if (start == 0 || !isIdentByte(s[start-1])) && (end == len(s) || !isIdentByte(s[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func isIdentByte(b byte) bool {
+	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
+}
+
+// intOf returns the value of the integer field f of the struct rv.
+func intOf(f *schema.Field, rv reflect.Value) (int64, bool) {
+	if f.Serializer != nil {
+		return 0, false
+	}
+	v, ok := fieldOf(f, rv)
+	if !ok || !isIntKind(v.Kind()) {
+		return 0, false
+	}
+	return v.Int(), true
+}
+
+// fieldOf returns the field f of the struct rv, without allocating a nil
+// embedded pointer on the way as GORM's ReflectValueOf does (ok is false
+// then).
+func fieldOf(f *schema.Field, rv reflect.Value) (v reflect.Value, ok bool) {
+	for _, i := range f.StructField.Index {
+		if i >= 0 {
+			rv = rv.Field(i)
+			continue
+		}
+		rv = rv.Field(-i - 1) // GORM's mark of an embedded pointer
+		if rv.IsNil() {
+			return reflect.Value{}, false
+		}
+		rv = rv.Elem()
+	}
+	return rv, true
+}
+
+func isIntKind(k reflect.Kind) bool { return k == reflect.Int || k == reflect.Int64 }
+
+// keyValue is a record's key for an error: the value of a one-column key,
+// a Key for a composite one.
+func keyValue(keys []any) any {
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	return Key(keys)
+}
+
+// pluginLibraries are the packages whose frames pluginCaller passes over.
+var pluginLibraries = []string{
+	"gorm.io/",
+	"github.com/gormlock/gormlock/repository.",
+	"github.com/gormlock/gormlock/internal/store.",
+	"runtime.",
+	"database/sql.",
+}
+
+// pluginCaller returns "file:line" of the first frame of the calling
+// goroutine outside GORM and gormlock (a test file counts as the caller).
+func pluginCaller() string {
+	pcs := make([]uintptr, 48)
+	n := runtime.Callers(3, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.File != "" && (strings.HasSuffix(f.File, "_test.go") || !hasAnyPrefix(f.Function, pluginLibraries)) {
+			return f.File + ":" + strconv.Itoa(f.Line)
+		}
+		if !more {
+			return "an unknown caller"
+		}
+	}
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
