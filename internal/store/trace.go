@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gormlock/gormlock/locking"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
@@ -88,6 +90,9 @@ func (s Store) ExecSQLID(ctx context.Context, pool gorm.ConnPool, query string, 
 			if id, err = res.Result.LastInsertId(); err != nil {
 				return 0, 0, err
 			}
+			if id, err = s.insertIDAfterTrigger(ctx, pool, tx.RowsAffected, id); err != nil {
+				return 0, 0, err
+			}
 		}
 		return tx.RowsAffected, id, nil
 	}
@@ -101,8 +106,43 @@ func (s Store) ExecSQLID(ctx context.Context, pool gorm.ConnPool, query string, 
 		}
 	}
 	s.trace(ctx, begin, query, args, n, err)
+	if err == nil && withID {
+		id, err = s.insertIDAfterTrigger(ctx, pool, n, id)
+	}
 	NoteRolledBack(ctx, s, err)
 	return n, id, err
+}
+
+// insertIDAfterTrigger returns the LAST_INSERT_ID a statement that changed
+// n rows set, given the id its answer carried. MariaDB and MySQL answer 0
+// for an UPDATE that set LAST_INSERT_ID(expr) when the table has an UPDATE
+// trigger (any trigger: one that only assigns NEW columns, or one that
+// inserts into an audit table), although the session's LAST_INSERT_ID()
+// holds the value the statement set. gormlock's statements never set it to
+// 0 (a version or an expiry), so 0 after a change means "ask the session".
+// pool is one connection (a transaction or a pinned connection), so the
+// question reaches the session that ran the statement.
+func (s Store) insertIDAfterTrigger(ctx context.Context, pool gorm.ConnPool, n, id int64) (int64, error) {
+	if n == 0 || id != 0 {
+		return id, nil
+	}
+	if _, shared := pool.(*sql.DB); shared {
+		return 0, errors.New("gormlock: the statement's answer carried no LAST_INSERT_ID and it ran on a pool, not one connection, so it cannot be asked for")
+	}
+	begin := time.Now()
+	const q = "SELECT LAST_INSERT_ID()"
+	err := pool.QueryRowContext(ctx, q).Scan(&id)
+	err = s.translate(err)
+	s.trace(ctx, begin, q, nil, -1, err)
+	if err != nil {
+		err = fmt.Errorf("gormlock: reading LAST_INSERT_ID() after a statement whose answer carried none: %w", err)
+		if _, inTx := s.Conn(ctx); inTx {
+			return 0, err // the caller's transaction rolls back
+		}
+		// Outside a transaction the statement committed by itself.
+		return 0, locking.Unknown(err)
+	}
+	return id, nil
 }
 
 // QuerySQL sends query on pool and returns its rows.
