@@ -3,7 +3,9 @@
 // (gormlock_operations, for repository.OpKey). Your entity tables, with their
 // version columns, are yours to create with your own migrations; gormlock's
 // never create or change them. The guide docs/getting-started.md shows
-// where they fit in an application's schema.
+// where they fit in an application's schema. Only when asked does this
+// package add to one of your tables: the optional version trigger (see "A
+// version trigger for writers outside gormlock" below).
 //
 // The smallest complete program:
 //
@@ -91,4 +93,47 @@
 // migrations whose tables are missing. A table of that name with other
 // columns stops Up with an error matching ErrTableExists, naming the table
 // and its differences, before any of gormlock's tables is created.
+//
+// # A version trigger for writers outside gormlock
+//
+// The version guard protects a record from writers that advance its version.
+// Raw SQL, another service or a tool that updates a versioned table and
+// leaves the version as it was goes unnoticed: a guarded writer holding a
+// copy read before that UPDATE passes its guard and overwrites the change.
+// CreateVersionTrigger adds a trigger to a model's table that advances the
+// version on every UPDATE that leaves it unchanged, to max(previous + 1, the
+// database's clock in microseconds) as gormlock's own writes do; the guarded
+// writer's copy is then stale, its Update fails with locking.ErrStaleData,
+// and Mutate reads again and re-runs. DropVersionTrigger removes the
+// trigger, and VersionTrigger gives its SQL for an application's own
+// migration tool.
+//
+// The trigger is optional. An application whose every write goes through
+// gormlock's repository, or through GORM with gormlock's GORM plugin, has no
+// use for it: those writes change the version themselves, and the trigger
+// leaves every UPDATE that changes the version as it is (one that sets it to
+// the value it has counts as leaving it unchanged). An UPDATE through plain
+// GORM, without the plugin, is advanced like raw SQL, so the entity it was
+// made from holds an old version afterwards: read it again before a guarded
+// write.
+//
+// What it costs: on PostgreSQL and SQLite a WHEN clause compares the old and
+// new version, and only an UPDATE that left it unchanged runs the trigger's
+// body: a PL/pgSQL function on PostgreSQL, a second UPDATE of the row on
+// SQLite, whose triggers cannot change the row being written. MySQL's and
+// MariaDB's triggers have no WHEN clause: the trigger's one SET statement
+// runs for every row updated. The trigger fires for every row an UPDATE
+// matches, also when the UPDATE changes nothing, so such an UPDATE makes
+// copies of the row stale too.
+//
+// What it does not see: writes that are not UPDATEs (REPLACE, DELETE and
+// INSERT again, TRUNCATE), MySQL's and MariaDB's foreign-key cascades, which
+// fire no trigger, and PostgreSQL sessions with session_replication_role set
+// to replica (logical replication's apply workers, some bulk loaders), which
+// fire no ordinary trigger. On SQLite an UPDATE ... RETURNING version returns
+// the version from before the trigger ran, and the trigger's clock has
+// milliseconds only. With MySQL's or MariaDB's statement-based binary log a
+// replica runs the trigger again with its own clock and its versions differ
+// from the primary's: replicate rows (binlog_format=ROW, as Galera does,
+// where the trigger runs on the node that took the write).
 package migrations

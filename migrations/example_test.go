@@ -54,3 +54,30 @@ func ExampleScript_DownStatements() {
 	// [DROP TABLE gormlock_operations]
 	// [DROP TABLE gormlock_leases]
 }
+
+// VersionTrigger gives the SQL of the version trigger for a migration tool:
+// here a PostgreSQL migration for the tokens table, one statement at a
+// time.
+func ExampleVersionTrigger() {
+	s, err := migrations.VersionTrigger("postgres", "tokens", "version", "id")
+	if err != nil {
+		panic(err)
+	}
+	for _, stmt := range s.UpStatements() {
+		fmt.Println(strings.Join(strings.Fields(stmt)[:5], " "), "...")
+	}
+	for _, stmt := range s.DownStatements() {
+		fmt.Println(stmt)
+	}
+
+	// SQLite's trigger finds the row by its key, so it needs the key
+	// columns.
+	_, err = migrations.VersionTrigger("sqlite", "tokens", "version")
+	fmt.Println(errors.Is(err, locking.ErrInvalidArgument))
+	// Output:
+	// CREATE OR REPLACE FUNCTION "gormlock_version_tokens"() ...
+	// CREATE OR REPLACE TRIGGER "gormlock_version_tokens" ...
+	// DROP TRIGGER IF EXISTS "gormlock_version_tokens" ON "tokens"
+	// DROP FUNCTION IF EXISTS "gormlock_version_tokens"()
+	// true
+}

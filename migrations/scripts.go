@@ -91,20 +91,49 @@ func parseScript(file, body string) (Script, error) {
 
 // splitStatements splits sql at the semicolons that end its statements,
 // dropping "--" and "/* */" comments and blank statements. Semicolons and
-// comment marks inside quoted strings and identifiers are kept.
+// comment marks are kept where they do not end a statement: inside quoted
+// strings and identifiers ('...', "...", `...`), inside PostgreSQL's
+// dollar-quoted strings ($$...$$, $tag$...$tag$, the usual form of a
+// function's body), and inside the BEGIN ... END body of a CREATE TRIGGER
+// statement (SQLite's, or MySQL's compound form). Such a body ends, as SQLite's
+// own sqlite3_complete reads it, at the first END that follows a semicolon:
+// its statements may hold CASE ... END expressions and MySQL's END IF, but no
+// BEGIN ... END block of their own.
 func splitStatements(sql string) []string {
 	var out []string
 	var b strings.Builder
+	// What the statement read so far is, from its words: its first word,
+	// whether it is a CREATE ... TRIGGER (or surely none), whether its
+	// BEGIN ... END body has started, and its last two words or semicolons
+	// (upper case).
+	var first, last, prev string
+	var trigger, other, body bool
 	flush := func() {
 		if s := strings.TrimSpace(b.String()); s != "" {
 			out = append(out, s)
 		}
 		b.Reset()
+		first, last, prev = "", "", ""
+		trigger, other, body = false, false, false
+	}
+	token := func(t string) {
+		switch {
+		case first == "":
+			first = t
+			other = t != "CREATE"
+		case !trigger && !other:
+			// CREATE [OR REPLACE] [TEMP] [DEFINER = user] TRIGGER
+			trigger = t == "TRIGGER"
+			other = !trigger && !triggerLead[t]
+		case trigger && t == "BEGIN":
+			body = true
+		}
+		prev, last = last, t
 	}
 	for i := 0; i < len(sql); i++ {
 		c := sql[i]
 		switch {
-		case c == '\'' || c == '"':
+		case c == '\'' || c == '"' || c == '`':
 			// Up to and with the closing quote. A doubled quote in a
 			// string ('it''s') ends one part and starts the next.
 			j := i + 1
@@ -113,6 +142,18 @@ func splitStatements(sql string) []string {
 			}
 			j = min(j+1, len(sql))
 			b.WriteString(sql[i:j])
+			i = j - 1
+		case c == '$' && dollarQuoted(sql[i:]) > 0:
+			n := dollarQuoted(sql[i:])
+			b.WriteString(sql[i : i+n])
+			i += n - 1
+		case wordByte(c):
+			j := i + 1
+			for j < len(sql) && wordByte(sql[j]) {
+				j++
+			}
+			b.WriteString(sql[i:j])
+			token(strings.ToUpper(sql[i:j]))
 			i = j - 1
 		case c == '-' && strings.HasPrefix(sql[i:], "--"):
 			if end := strings.IndexByte(sql[i:], '\n'); end >= 0 {
@@ -127,6 +168,9 @@ func splitStatements(sql string) []string {
 			} else {
 				i = len(sql)
 			}
+		case c == ';' && body && !(last == "END" && prev == ";"):
+			b.WriteByte(c) // inside a trigger's body
+			token(";")
 		case c == ';':
 			flush()
 		default:
@@ -135,4 +179,38 @@ func splitStatements(sql string) []string {
 	}
 	flush()
 	return out
+}
+
+// triggerLead are the words that may come between CREATE and TRIGGER.
+var triggerLead = map[string]bool{"OR": true, "REPLACE": true, "TEMP": true, "TEMPORARY": true,
+	"DEFINER": true, "CURRENT_USER": true, "CONSTRAINT": true}
+
+// wordByte reports whether c belongs to a word: a keyword, an unquoted
+// identifier or a number. A '$' inside a word (MySQL's a$b, PostgreSQL's
+// $1) starts no dollar quote.
+func wordByte(c byte) bool {
+	return c == '_' || c == '$' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// dollarQuoted returns the length of the dollar-quoted string sql starts
+// with ($$...$$ or $tag$...$tag$, the tag made of a word's characters
+// but '$', and not starting with a digit), or 0 when sql starts with none or
+// it is not closed.
+func dollarQuoted(sql string) int {
+	end := strings.IndexByte(sql[1:], '$') + 1
+	if end < 1 {
+		return 0
+	}
+	for k := 1; k < end; k++ {
+		c := sql[k]
+		if !wordByte(c) || k == 1 && '0' <= c && c <= '9' {
+			return 0
+		}
+	}
+	tag := sql[:end+1]
+	closing := strings.Index(sql[len(tag):], tag)
+	if closing < 0 {
+		return 0
+	}
+	return len(tag) + closing + len(tag)
 }
