@@ -1,9 +1,13 @@
 package repository
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gormlock/gormlock/locking"
 )
 
 // Adaptive Mutate.
@@ -27,6 +31,16 @@ import (
 // runs again only after an attempt lost. On Galera a row lock holds only on
 // its node; a locked attempt that loses to another node fails with
 // ErrDeadlock and is retried like any other.
+//
+// A locked attempt holds the row lock while fn runs, and fn gets no
+// transaction: a write fn makes to the record through any connection (or,
+// on MySQL and MariaDB, an insert of a row whose foreign key references it;
+// PostgreSQL's lock here is FOR NO KEY UPDATE, which lets those through)
+// waits for the lock its own call holds. So fn runs under the lock for at
+// most lockedFnLimit: past it the attempt's transaction is rolled back from
+// another goroutine, which releases the lock and lets such a write go on,
+// and the call goes on optimistic (Report says Released). A call that then
+// fails says why in its error (releasedError).
 
 const (
 	// hotFor is how long a record stays hot after the last evidence of
@@ -38,7 +52,50 @@ const (
 	// lockWaitFloor is the least extra time, over what taking an
 	// uncontended lock costs, that counts as having waited for one.
 	lockWaitFloor = 500 * time.Microsecond
+	// lockedFnLimit bounds how long fn may run holding the row lock in a
+	// locked attempt (see above): far longer than a change in memory
+	// takes, short enough that a call waiting for its own lock is a
+	// hiccup, not a hang.
+	lockedFnLimit = 200 * time.Millisecond
 )
+
+// lockReleasedError is a locked attempt whose transaction was rolled back
+// because fn held the row lock longer than lockedFnLimit. The call goes on
+// with an optimistic attempt. It matches locking.ErrStaleData: the
+// attempt's read may be overwritten once the lock is gone (by the write fn
+// waited with, say), and the attempt never wrote.
+type lockReleasedError struct {
+	table string
+	id    any
+}
+
+func (e *lockReleasedError) Error() string {
+	return fmt.Sprintf("gormlock: stale data: %s id=%v: fn ran for over %v holding the row lock; the lock was released and the attempt rolled back", e.table, e.id, lockedFnLimit)
+}
+func (e *lockReleasedError) Unwrap() error { return locking.ErrStaleData }
+
+// isLockReleased reports whether err is a *lockReleasedError.
+func isLockReleased(err error) bool {
+	var e *lockReleasedError
+	return errors.As(err, &e)
+}
+
+// releasedError is the failure of a call after one of its locked attempts
+// was released (lockReleasedError): it says what may have happened, and
+// matches err.
+type releasedError struct {
+	err   error
+	table string
+	id    any
+}
+
+func (e *releasedError) Error() string {
+	return fmt.Sprintf("%v (an attempt's fn ran for over %v holding the row lock of %s id=%v and the lock was released: "+
+		"fn may write that record, or on MySQL and MariaDB insert a row that references it, through another connection, "+
+		"which waits for its own call's lock; fn must change only the entity it is given, or use MutateRowLocked in RunInTx "+
+		"and write through its ctx)", e.err, lockedFnLimit, e.table, e.id)
+}
+func (e *releasedError) Unwrap() error { return e.err }
 
 // heat remembers the records of one Repository that proved hot.
 type heat struct {
@@ -130,19 +187,27 @@ func (h *heat) noteLock(d time.Duration) bool {
 	return false
 }
 
-// WithAdaptive turns adaptive Mutate on or off (off by default). With it,
+// WithAdaptive turns adaptive Mutate on (the default) or off. With it,
 // when an attempt of Mutate or Upsert loses a race (ErrStaleData, or the
 // database aborted it), the next attempt runs at once, without the backoff,
 // with the row locked as in MutateRowLocked; and the record stays hot in the
 // Repository for 500 ms after the last sign of contention (a lost race, or
 // a locked read that waited for another transaction), so its calls start
 // locked and queue on the database instead of racing. Without contention
-// it cools and Mutate is optimistic again. Use it when several processes
-// write the same records at once. The errors, the version rule and the
-// retry policy are those of Mutate, and fn runs again only after a lost
-// race. fn must not write the record through another connection or
-// transaction: on a locked attempt that write would wait for the lock its
-// own call holds. MutateRowLocked is unaffected.
+// it cools and Mutate is optimistic again. The errors, the version rule and
+// the retry policy are those of Mutate, and fn runs again only after a lost
+// race. MutateRowLocked is unaffected.
+//
+// A locked attempt holds the row lock while fn runs, so fn must not write
+// the record through another connection (it has no transaction of its own
+// to write through): that write would wait for the lock its own call holds.
+// A locked attempt's fn runs for at most 200 ms; then the lock is released
+// (Report's Released), the write fn waited with goes on, and the call goes
+// on optimistic; if it then fails, its error says so.
+//
+// WithAdaptive(false) keeps Mutate optimistic: every attempt reads without
+// a lock and a lost race waits for the retry policy's backoff. Choose it for
+// an fn that must run without any lock held, or to measure the difference.
 func WithAdaptive(on bool) Option {
 	return func(o *options) error {
 		o.adaptive = on

@@ -43,6 +43,14 @@ type lockConfig struct {
 	nowait  bool
 	timeout time.Duration
 	shared  bool
+	// noKey: the caller will not change the record's key, so on
+	// PostgreSQL the lock is FOR NO KEY UPDATE, the lock PostgreSQL's own
+	// UPDATE of other columns takes: it keeps writers and lockers out but
+	// lets other transactions insert rows whose foreign key references
+	// the record (their check takes FOR KEY SHARE). Adaptive Mutate's
+	// locked attempts take it, so that fn's inserts of such rows through
+	// another connection do not wait for the call's own lock.
+	noKey bool
 }
 
 // MaxLockTimeout is the longest LockTimeout: the databases take the timeout

@@ -46,9 +46,12 @@ func (e *abortError) Unwrap() error { return e.err }
 // therefore not itself call Mutate or Upsert on the same record with a
 // context that carries no transaction. Waiting for the turn ends with ctx.
 //
-// With WithAdaptive, an attempt that lost a race is followed at once by one
-// that holds the row lock, and a record that proved hot starts locked (see
-// WithAdaptive). Report and WithMutateHook tell what a call did.
+// Mutate is adaptive unless the Repository was made WithAdaptive(false): an
+// attempt that lost a race is followed at once by one that holds the row
+// lock, and a record that proved hot starts locked, so writers in several
+// processes queue on the row instead of racing (see WithAdaptive). fn must
+// therefore not write the record itself. Report and WithMutateHook tell
+// what a call did.
 func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, opts ...MutateOption) (*T, error) {
 	if fn == nil {
 		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)

@@ -28,6 +28,11 @@ type MutateReport struct {
 	Escalated bool
 	// Waited: a locked attempt had to wait for another transaction's lock.
 	Waited bool
+	// Released: a locked attempt's fn held the row lock longer than 200 ms,
+	// so its transaction was rolled back to release the lock (fn may have
+	// been waiting for it through another connection), and the call went
+	// on optimistic (see WithAdaptive).
+	Released bool
 	// Err is the call's error (nil on success).
 	Err error
 }
@@ -43,6 +48,9 @@ func (m MutateReport) String() string {
 	}
 	if m.Waited {
 		s += ", waited for a lock"
+	}
+	if m.Released {
+		s += ", released its lock"
 	}
 	if m.Err != nil {
 		s += ": " + m.Err.Error()

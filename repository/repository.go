@@ -68,7 +68,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if db == nil || db.Config == nil || db.Dialector == nil || db.Statement == nil {
 		return nil, locking.Invalid("repository: db is nil or not opened (use gorm.Open)")
 	}
-	o := options{retry: locking.DefaultRetryPolicy(), opRetention: DefaultOperationRetention}
+	o := options{retry: locking.DefaultRetryPolicy(), opRetention: DefaultOperationRetention, adaptive: true}
 	for _, opt := range opts {
 		if opt == nil {
 			continue

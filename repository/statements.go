@@ -23,6 +23,9 @@ type statements struct {
 	// selectFor is selectSQL + " FOR UPDATE" / " FOR SHARE" [" NOWAIT"],
 	// indexed [shared][nowait], for LockRow where rows lock natively.
 	selectFor [2][2]string
+	// selectNoKey is selectSQL + " FOR NO KEY UPDATE" on PostgreSQL, for
+	// adaptive Mutate's locked read (see lockConfig.noKey); "" elsewhere.
+	selectNoKey string
 
 	update store.Stmt // SET setCols..., version, [updated_at] WHERE pk AND version [AND deleted_at IS NULL]
 	bump   store.Stmt // SET version, [updated_at] WHERE pk AND version [AND deleted_at IS NULL]
@@ -85,6 +88,9 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 		for shared, lock := range []string{"FOR " + clause.LockingStrengthUpdate, m.caps.ShareClause} {
 			m.selectFor[shared][0] = m.selectSQL + " " + lock
 			m.selectFor[shared][1] = m.selectFor[shared][0] + " " + clause.LockingOptionsNoWait
+		}
+		if m.caps.Dialector() == dialect.Postgres {
+			m.selectNoKey = m.selectSQL + " FOR NO KEY UPDATE"
 		}
 	}
 	if expr := m.caps.NextVersion; expr != "" {
@@ -149,6 +155,9 @@ const (
 
 // lockedSelect returns the SELECT of LockRow with the row lock lc asks for.
 func (m *meta) lockedSelect(lc lockConfig) string {
+	if lc.noKey && !lc.shared && !lc.nowait && m.selectNoKey != "" {
+		return m.selectNoKey
+	}
 	return m.selectFor[b2i(lc.shared)][b2i(lc.nowait)]
 }
 

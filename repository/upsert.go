@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -35,16 +36,23 @@ func (c *upsertCall[T]) run(ctx context.Context, inTx bool) error {
 	r := c.r
 	retry := isConflict
 	if !inTx {
-		retry = isConflictOrAborted
+		retry = func(err error) bool { return isConflictOrAborted(err) || isLockReleased(err) }
 	}
 	adaptive := r.heat != nil && !inTx
 	locked := adaptive && r.heat.hot(c.key, time.Now)
 	c.rep.Hot = locked
-	return locking.OnError(ctx, c.cfg.retry, r.retriable(ctx, c.cfg, retry), func(ctx context.Context) error {
+	err := locking.OnError(ctx, c.cfg.retry, r.retriable(ctx, c.cfg, retry), func(ctx context.Context) error {
 		c.rep.Attempts++
 		if locked {
 			c.rep.Locked++
-			return c.kc.attempted(c.cfg.op != nil, c.lockedAttempt(ctx))
+			err := c.kc.attempted(c.cfg.op != nil, c.lockedAttempt(ctx))
+			if isLockReleased(err) {
+				// fn held the row lock too long: it may be waiting for
+				// it itself. The rest of the call is optimistic.
+				locked, adaptive, c.rep.Released = false, false, true
+				return locking.RetryNow(err)
+			}
+			return err
 		}
 		err := r.withOpKey(ctx, c.cfg.op, &c.kc, c.kind, c.id, c.optimistic, &c.out)
 		if adaptive && isConflictOrAborted(err) {
@@ -56,6 +64,13 @@ func (c *upsertCall[T]) run(ctx context.Context, inTx bool) error {
 		}
 		return err
 	})
+	if err != nil && c.rep.Released && !isLockReleased(err) {
+		var ae *abortError
+		if !errors.As(err, &ae) {
+			err = &releasedError{err: err, table: r.m.table, id: c.id}
+		}
+	}
+	return err
 }
 
 // optimistic is an attempt that reads without a lock and lets the version
@@ -88,8 +103,22 @@ func (c *upsertCall[T]) attempt(ctx context.Context, locked func()) error {
 	if err != nil {
 		return err
 	}
-	if err := c.r.applyFn(ctx, e, c.id, c.mutate); err != nil {
-		return err
+	if locked == nil {
+		if err := c.r.applyFn(ctx, e, c.id, c.mutate); err != nil {
+			return err
+		}
+	} else {
+		// Under the row lock, fn runs for at most lockedFnLimit: longer,
+		// and the transaction is rolled back, which releases the lock (fn
+		// may be waiting for it through another connection).
+		release := store.ReleaseAfter(ctx, lockedFnLimit)
+		err := c.r.applyFn(ctx, e, c.id, c.mutate)
+		if release() {
+			return &lockReleasedError{table: c.r.m.table, id: c.id}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if err := c.write(ctx, e, created); err != nil {
 		return err
@@ -104,7 +133,7 @@ func (c *upsertCall[T]) read(ctx context.Context, locked func()) (e *T, created 
 	r := c.r
 	switch {
 	case locked != nil:
-		e, err = r.lockRow(ctx, c.id, lockConfig{})
+		e, err = r.lockRow(ctx, c.id, lockConfig{noKey: true})
 		locked()
 	case r.heat != nil && r.heat.lockNS.Load() == 0:
 		// No uncontended lock measured yet: the read's time is the

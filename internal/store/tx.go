@@ -36,6 +36,9 @@ type TxState struct {
 	own *ownTx
 
 	mu sync.Mutex
+	// released: ReleaseAfter rolled the transaction back from another
+	// goroutine, to release its locks; it must never be committed.
+	released bool
 	// rolledBack is the error of a statement after which the database
 	// rolled the whole transaction back by itself (MySQL's deadlock
 	// victim, a Galera transaction aborted by a replicated write): a
@@ -267,8 +270,11 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		return err
 	}
 	st.mu.Lock()
-	gone := st.rolledBack
+	gone, released := st.rolledBack, st.released
 	st.mu.Unlock()
+	if released {
+		return fmt.Errorf("%s: not committed: the transaction was rolled back to release its locks", op)
+	}
 	if gone != nil {
 		// fn went on after the database had rolled the transaction back
 		// (it ignored the error): never COMMIT it, which would answer OK.
@@ -323,6 +329,55 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
 	}
 	return nil
+}
+
+// ReleaseAfter arranges for the transaction ctx carries, one RunTx began,
+// to be rolled back from another goroutine after d, which releases its
+// locks, unless the returned stop is called first. stop reports whether the
+// transaction was rolled back, and returns once the rollback is over;
+// the transaction then fails every statement and is never committed. In a
+// transaction of the application's (WithTx), or none, nothing is
+// arranged and stop reports false.
+func ReleaseAfter(ctx context.Context, d time.Duration) (stop func() bool) {
+	st, ok := ctx.Value(txKey{}).(*TxState)
+	if !ok {
+		return func() bool { return false }
+	}
+	c, ok := st.tx.Statement.ConnPool.(gorm.TxCommitter)
+	if !ok || (st.own == nil && !isGateTx(c)) {
+		return func() bool { return false }
+	}
+	const (
+		running = iota
+		stopped
+		releasing
+	)
+	var state atomic.Int32
+	done := make(chan struct{})
+	t := time.AfterFunc(d, func() {
+		defer close(done)
+		if !state.CompareAndSwap(running, releasing) {
+			return
+		}
+		st.mu.Lock()
+		st.released = true
+		st.mu.Unlock()
+		_ = c.Rollback() // bounded: ownTx.Rollback; SQLite's is in the process
+	})
+	return func() bool {
+		if state.CompareAndSwap(running, stopped) {
+			t.Stop()
+			return false
+		}
+		<-done
+		return true
+	}
+}
+
+// isGateTx reports whether c is a transaction of SQLite's writer gate.
+func isGateTx(c gorm.TxCommitter) bool {
+	_, ok := c.(*sqlitegate.Tx)
+	return ok
 }
 
 var savepointSeq atomic.Uint64

@@ -1528,8 +1528,8 @@ func hostileApplyCases() []hostileCase {
 			_, err := f.accts.Apply(hostileCancelled(), f.a2.ID, one)
 			return err
 		}},
-		hostileCase{api: "Mutate", uses: []string{"WithAdaptive", "Report"}, input: "adaptive, missing record, Report", want: hostileNotFound, call: func(ctx context.Context, f *hostileFixture) error {
-			r, err := repository.New[fixtures.Account](f.db, repository.WithAdaptive(true))
+		hostileCase{api: "Mutate", uses: []string{"WithAdaptive", "Report"}, input: "optimistic (adaptive off), missing record, Report", want: hostileNotFound, call: func(ctx context.Context, f *hostileFixture) error {
+			r, err := repository.New[fixtures.Account](f.db, repository.WithAdaptive(false))
 			if err != nil {
 				return err
 			}

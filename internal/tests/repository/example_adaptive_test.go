@@ -34,14 +34,15 @@ func ExampleRepository_Apply() {
 	// true
 }
 
-// With WithAdaptive, a Mutate that loses a race runs its next attempt with
-// the row locked at once, and the record stays hot for the next calls;
-// Report says what a call did.
+// Mutate is adaptive by default: a Mutate that loses a race runs its next
+// attempt with the row locked at once, and the record stays hot for the
+// next calls; Report says what a call did. WithAdaptive(false) keeps
+// Mutate optimistic.
 func ExampleWithAdaptive() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	mine, err := repository.New[Account](db, repository.WithAdaptive(true))
+	mine, err := repository.New[Account](db)
 	if err != nil {
 		panic(err)
 	}
@@ -67,9 +68,24 @@ func ExampleWithAdaptive() {
 
 	got, _ := mine.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance++; return nil }, repository.Report(&rep))
 	fmt.Println(got.Balance, "hot:", rep.Hot, rep.Locked, "locked")
+
+	optimistic, _ := repository.New[Account](db, repository.WithAdaptive(false))
+	first = true
+	_, err = optimistic.Mutate(ctx, acct.ID, func(a *Account) error {
+		if first {
+			first = false
+			if _, err := other.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance += 10; return nil }); err != nil {
+				return err
+			}
+		}
+		a.Balance++
+		return nil
+	}, repository.Report(&rep))
+	fmt.Println(err, rep.Attempts, "attempts,", rep.Locked, "locked")
 	// Output:
 	// <nil> 2 attempts, 1 locked, escalated: true
 	// 12 hot: true 1 locked
+	// <nil> 2 attempts, 0 locked
 }
 
 // WithMutateHook sees what every Mutate, Upsert and MutateRowLocked call did,

@@ -442,7 +442,8 @@ func ExampleRetry() {
 }
 
 // Report says what one Mutate, Upsert or MutateRowLocked call did: here a
-// Mutate that lost one race and won on its second attempt.
+// Mutate that lost one race, took the row lock for its second attempt (the
+// default, adaptive Mutate) and won it.
 func ExampleReport() {
 	db, done := exampleDB()
 	defer done()
@@ -466,8 +467,8 @@ func ExampleReport() {
 	fmt.Println(err, rep.Op, rep.Table, rep.Attempts, rep.Locked, rep.Err)
 	fmt.Println(rep)
 	// Output:
-	// <nil> mutate accounts 2 0 <nil>
-	// mutate accounts id=1: 2 attempts, 0 locked
+	// <nil> mutate accounts 2 1 <nil>
+	// mutate accounts id=1: 2 attempts, 1 locked, escalated
 }
 
 // InTx tells whether a context carries RunInTx's transaction.
