@@ -6,6 +6,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 
@@ -200,8 +201,9 @@ func TestFailover(t *testing.T) {
 // The setup makes it certain: with remote_apply and the standby's replay
 // paused, each call's COMMIT waits for the standby after the standby has the
 // WAL; the primary is stopped (the COMMIT's outcome is unknown to the
-// client), the retry finds no server that takes writes, and only after every
-// call returned is the standby promoted — with the first attempts' writes.
+// client), the retry finds no server that takes writes (the call asks about
+// its key until its deadline), and only after every call returned is the
+// standby promoted — with the first attempts' writes.
 func TestKeyedRetryKeepsAnUnknownOutcomeUnknown(t *testing.T) {
 	ctx := testdb.Ctx(t)
 	p := pgpair.Start(t, pgpair.Options{Replication: pgpair.RemoteApply})
@@ -230,12 +232,17 @@ func TestKeyedRetryKeepsAnUnknownOutcomeUnknown(t *testing.T) {
 	require.NoError(t, p.CatchUp(ctx))
 	require.NoError(t, p.PauseReplay(ctx))
 
+	// A keyed call whose outcome is unknown keeps asking about its key
+	// while no server answers, until its context ends: give the calls a
+	// deadline that ends while the standby is not yet promoted.
+	callCtx, cancelCalls := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelCalls()
 	errs := make(map[string]error)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, call := range calls {
 		wg.Go(func() {
-			err := call(ctx, ids[name], "retry-"+name)
+			err := call(callCtx, ids[name], "retry-"+name)
 			mu.Lock()
 			errs[name] = err
 			mu.Unlock()
