@@ -23,19 +23,26 @@ import (
 // The modes: each increments a counter (an account's balance) in a random
 // record of the cell's keys, doing the same logical work.
 const (
-	ModeRaw        = "raw"        // the same SQL through database/sql: the floor
-	ModeGORM       = "gorm"       // plain GORM with a hand-written WHERE version = ?
-	ModeOptimistic = "optimistic" // Repository.Mutate
-	// ModeOptimisticMulti is Mutate through a Repository of each worker's
-	// own, as separate processes would run it: no in-process queue for a
-	// record, only the version guard and the retry policy.
+	ModeRaw  = "raw"  // the same SQL through database/sql: the floor
+	ModeGORM = "gorm" // plain GORM with a hand-written WHERE version = ?
+	// ModeMutate is Repository.Mutate as repository.New gives it (adaptive:
+	// optimistic until a record proves hot, then with its row lock),
+	// through one Repository shared by the process's workers: what an
+	// application gets by default.
+	ModeMutate = "mutate"
+	// ModeOptimistic is Mutate with WithAdaptive(false), through one
+	// shared Repository: optimistic attempts only (callers of one record
+	// still queue in the process).
+	ModeOptimistic = "optimistic"
+	// ModeOptimisticMulti is Mutate with WithAdaptive(false) through a
+	// Repository of each worker's own, as separate processes would run it:
+	// no in-process queue for a record, only the version guard and the
+	// retry policy.
 	ModeOptimisticMulti = "optimistic-multi"
 	ModePessimistic     = "pessimistic" // Repository.MutateRowLocked
 	ModeLease           = "lease"       // Leases.Acquire + Leases.Update
-	// ModeAdaptive is Mutate with adaptive escalation
-	// (repository.WithAdaptive) through a Repository of each worker's own,
-	// as separate processes would run it: optimistic until a record proves
-	// hot, then with its row lock.
+	// ModeAdaptive is Mutate as New gives it (adaptive) through a
+	// Repository of each worker's own, as separate processes would run it.
 	ModeAdaptive = "adaptive"
 	// ModeAtomic is Repository.Apply with Add: one UPDATE ... SET balance =
 	// balance + 1 that advances the version, no read, no retry.
@@ -52,10 +59,10 @@ const (
 
 // AllModes lists the modes that run by default, in the order they are
 // reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeOptimistic, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease}
+var AllModes = []string{ModeRaw, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease}
 
 // OptInModes run only when -modes names them.
-var OptInModes = []string{ModeClaim, ModeUnguarded}
+var OptInModes = []string{ModeOptimistic, ModeClaim, ModeUnguarded}
 
 // Cell is one measurement: a mode, a number of keys and of workers.
 type Cell struct {
@@ -180,8 +187,10 @@ var errNothingFree = errors.New("no free record to claim")
 type node struct {
 	db       *gorm.DB
 	sqlDB    *sql.DB
-	accounts *repository.Repository[fixtures.Account] // optimistic, pessimistic, claim
-	leased   *repository.Repository[fixtures.Account] // lease mode: WithLeases
+	accounts *repository.Repository[fixtures.Account] // mutate, pessimistic, atomic, claim
+	// optimistic is the shared Repository with adaptive Mutate off.
+	optimistic *repository.Repository[fixtures.Account]
+	leased     *repository.Repository[fixtures.Account] // lease mode: WithLeases
 }
 
 // harness runs cells against one database, or one Galera cluster.
@@ -216,11 +225,15 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 		if err != nil {
 			return nil, err
 		}
+		optimistic, err := repository.New[fixtures.Account](g, repository.WithRetryPolicy(policy), repository.WithAdaptive(false))
+		if err != nil {
+			return nil, err
+		}
 		leased, err := repository.New[fixtures.Account](g, repository.WithLeases(), repository.WithRetryPolicy(policy))
 		if err != nil {
 			return nil, err
 		}
-		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, leased: leased})
+		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased})
 	}
 	return h, nil
 }
@@ -505,16 +518,18 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		return h.rawOp(n), nil
 	case ModeGORM:
 		return h.gormOp(n), nil
-	case ModeOptimistic:
+	case ModeMutate:
 		return mutate(n.accounts.Mutate), nil
+	case ModeOptimistic:
+		return mutate(n.optimistic.Mutate), nil
 	case ModeOptimisticMulti:
-		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy))
+		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy), repository.WithAdaptive(false))
 		if err != nil {
 			return nil, err
 		}
 		return mutate(own.Mutate), nil
 	case ModeAdaptive:
-		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy), repository.WithAdaptive(true))
+		own, err := repository.New[fixtures.Account](n.db, repository.WithRetryPolicy(h.policy))
 		if err != nil {
 			return nil, err
 		}

@@ -8,14 +8,18 @@
 //	go run ./bench -db postgres -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //	go run ./bench -db mariadb -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
 //	go run ./bench -db galera -dsn 'dsn1,dsn2,dsn3'   # or GORMLOCK_GALERA_DSNS; worker w on node w%3
-//	go run ./bench -modes optimistic,pessimistic -workers 32 -keys 1 -duration 5s
+//	go run ./bench -modes mutate,pessimistic -workers 32 -keys 1 -duration 5s
 //
 // Modes: raw (the same SQL through database/sql: the floor), gorm (plain GORM
-// with a hand-written WHERE version = ?), optimistic (Mutate), pessimistic
-// (MutateRowLocked), lease (Leases.Acquire + Leases.Update); and, only when named,
-// claim (Claim, FOR UPDATE SKIP LOCKED, in a transaction; skipped where
-// gormlock refuses it) and unguarded, the negative control (read, write back,
-// no version), which fails the run by losing updates. Every cell checks
+// with a hand-written WHERE version = ?), mutate (Mutate as repository.New
+// gives it, one Repository per process), optimistic-multi (Mutate with
+// adaptive off, a Repository per worker), adaptive (Mutate as New gives
+// it, a Repository per worker), pessimistic (MutateRowLocked), atomic
+// (Apply), lease (Leases.Acquire + Leases.Update); and, only when named,
+// optimistic (Mutate with adaptive off, one Repository per process), claim
+// (Claim, FOR UPDATE SKIP LOCKED, in a transaction; skipped where gormlock
+// refuses it) and unguarded, the negative control (read, write back, no
+// version), which fails the run by losing updates. Every cell checks
 // that no increment was lost — the counters grew by exactly the successful
 // operations — and the run fails loudly when one was. On a Galera cluster
 // the workers are spread over the nodes, each node with its own pool and
@@ -390,7 +394,7 @@ func writeNotes(w io.Writer, rep report) {
 		notes = append(notes, fmt.Sprintf("workers spread over %d nodes (worker w on node w %% %d), each node with its own pool and repositories; aborts/op: transactions the cluster aborted (wsrep_local_cert_failures + wsrep_local_bf_aborts, all nodes) per successful operation; each is either answered with 1213 (ErrDeadlock) and retried by the client, which retries/op counts, or an autocommit statement the node retried by itself (wsrep_retry_autocommit)", rep.Config.Nodes, rep.Config.Nodes))
 	}
 	if p := rep.Config.Procs; p > 1 {
-		notes = append(notes, fmt.Sprintf("procs: each cell's workers ran in min(%d, workers) child processes started together (worker w in process w %% %d), each with its own pool and repositories (optimistic: one Repository per process, shared by its workers); client CPU/op sums the processes' CPU time, and lost is checked here on the database, against the successful operations of all of them", p, p))
+		notes = append(notes, fmt.Sprintf("procs: each cell's workers ran in min(%d, workers) child processes started together (worker w in process w %% %d), each with its own pool and repositories (mutate and optimistic: one Repository per process, shared by its workers); client CPU/op sums the processes' CPU time, and lost is checked here on the database, against the successful operations of all of them", p, p))
 	}
 	if len(notes) == 0 {
 		return

@@ -203,7 +203,7 @@ func TestRoundsReportTheMedian(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			out := t.TempDir()
-			cfg := config{DB: d, Modes: []string{ModeRaw, ModeOptimistic}, Workers: []int{2}, Keys: []int{10}, Duration: 100 * time.Millisecond, Rounds: 3, Out: out}
+			cfg := config{DB: d, Modes: []string{ModeRaw, ModeMutate}, Workers: []int{2}, Keys: []int{10}, Duration: 100 * time.Millisecond, Rounds: 3, Out: out}
 			var stdout, stderr bytes.Buffer
 			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
 			assert.Contains(t, stderr.String(), "round 3/3")
