@@ -109,8 +109,9 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	if len(cfg.lock) > 0 {
 		return nil, locking.Invalid("%s: lock options apply to MutateRowLocked; Mutate and Upsert take no locks", r.m.table)
 	}
+	ctx, call := r.startCall(ctx, kind, id)
 	c := &upsertCall[T]{r: r, id: id, key: keyString(id), create: create, mutate: mutate, kind: kind, cfg: cfg,
-		rep: MutateReport{Table: r.m.table, ID: id, Op: kind}}
+		rep: MutateReport{Table: r.m.table, ID: id, Op: kind}, call: call}
 	_, inTx := r.st.Conn(ctx)
 	if !inTx {
 		// Callers in this process take turns on the record instead of
@@ -118,13 +119,13 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 		// holds row locks must not also wait on an in-process queue.
 		tu, err := r.turns.take(ctx, c.key)
 		if err != nil {
-			r.finish(ctx, cfg, &c.rep, err)
+			r.finish(ctx, call, cfg, &c.rep, err)
 			return nil, err
 		}
 		defer r.turns.give(tu)
 	}
 	err = c.run(ctx, inTx)
-	return r.settle(ctx, cfg, &c.rep, &c.kc, c.out, err)
+	return r.settle(ctx, call, cfg, &c.rep, &c.kc, c.out, err)
 }
 
 // conflictError marks a lost race other than a stale update (another caller
@@ -175,15 +176,15 @@ func (kc *keyedCall) attempted(keyed bool, err error) error {
 // outcome: a failure after an attempt whose outcome was unknown is unknown
 // too (the key was not asked about since, say because ctx ended); the
 // caller's fn error comes back as fn returned it; the report goes to
-// Report and the hook.
-func (r *Repository[T]) settle(ctx context.Context, cfg mutateConfig, rep *MutateReport, kc *keyedCall, out *T, err error) (*T, error) {
+// Report, the hook and the Observer.
+func (r *Repository[T]) settle(ctx context.Context, call Call, cfg mutateConfig, rep *MutateReport, kc *keyedCall, out *T, err error) (*T, error) {
 	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
 		err = locking.Unknown(err)
 	}
 	if ae, ok := err.(*abortError); ok {
 		err = ae.err
 	}
-	r.finish(ctx, cfg, rep, err)
+	r.finish(ctx, call, cfg, rep, err)
 	if err != nil {
 		return nil, err
 	}

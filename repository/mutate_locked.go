@@ -66,18 +66,22 @@ func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T)
 	}
 	var kc keyedCall
 	keyed := func(ctx context.Context) error { return r.withOpKey(ctx, cfg.op, &kc, "mutate", id, attempt, &out) }
-	rep := MutateReport{Table: r.m.table, ID: id, Op: "mutateRowLocked"}
+	rep := MutateReport{Table: r.m.table, ID: id, Op: OpMutateRowLocked}
+	ctx, call := r.startCall(ctx, OpMutateRowLocked, id)
 	if _, inTx := r.st.Conn(ctx); inTx {
 		rep.Attempts = 1
 		err = keyed(ctx)
+		r.attempted(ctx, call, 1, true, err)
 	} else {
 		err = locking.OnError(ctx, cfg.retry, r.retriable(ctx, cfg, isLockRetryable), func(ctx context.Context) error {
 			rep.Attempts++
-			return kc.attempted(cfg.op != nil, r.lockedTx(ctx, lc, keyed))
+			err := kc.attempted(cfg.op != nil, r.lockedTx(ctx, lc, keyed))
+			r.attempted(ctx, call, rep.Attempts, true, err)
+			return err
 		})
 	}
 	rep.Locked = rep.Attempts
-	return r.settle(ctx, cfg, &rep, &kc, out, err)
+	return r.settle(ctx, call, cfg, &rep, &kc, out, err)
 }
 
 // applyFn calls the caller's fn on e, marking its error as an abort and

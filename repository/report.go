@@ -84,9 +84,9 @@ func WithMutateHook(hook func(ctx context.Context, rep MutateReport)) Option {
 	}
 }
 
-// finish completes rep with err, stores it where the call's options asked
-// and calls the repository's hook.
-func (r *Repository[T]) finish(ctx context.Context, cfg mutateConfig, rep *MutateReport, err error) {
+// finish completes rep with err, stores it where the call's options asked,
+// calls the repository's hook and tells the Observer that call ended.
+func (r *Repository[T]) finish(ctx context.Context, call Call, cfg mutateConfig, rep *MutateReport, err error) {
 	rep.Err = err
 	if cfg.attempts != nil {
 		*cfg.attempts = rep.Attempts
@@ -97,4 +97,5 @@ func (r *Repository[T]) finish(ctx context.Context, cfg mutateConfig, rep *Mutat
 	if r.mutateHook != nil {
 		r.mutateHook(ctx, *rep)
 	}
+	r.endCall(ctx, call, rep, err)
 }

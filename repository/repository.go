@@ -24,6 +24,10 @@ type Repository[T any] struct {
 	// heat holds Mutate's hot records; nil when adaptive Mutate is off.
 	heat       *heat
 	mutateHook func(context.Context, MutateReport)
+	// obs is told what the calls decide (see Observer); nil for none.
+	// system is the database's name in what it is told.
+	obs    Observer
+	system string
 	// opRetention is how long operation keys are remembered.
 	opRetention time.Duration
 	// cols caches the statements of Updates limited by Columns.
@@ -40,6 +44,8 @@ type options struct {
 	callbacks   *bool
 	adaptive    bool
 	mutateHook  func(context.Context, MutateReport)
+	observer    Observer
+	observerSet bool // WithObserver was given, nil included
 }
 
 // WithRetryPolicy sets the policy Mutate and Upsert use when a call gives
@@ -102,6 +108,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if o.adaptive {
 		r.heat = &heat{singleWriter: st.Caps.SingleWriter}
 	}
+	r.observe(db, o)
 	return r, nil
 }
 

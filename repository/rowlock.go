@@ -191,10 +191,15 @@ func dedupSorted(keys []any) []any {
 // provides it (the dialect's capabilities): read gets a query carrying the locking
 // clause, and rowLock true where a statement of its own must lock the row
 // itself (FOR UPDATE, see meta.lockedSelect); false where the lock is
-// already taken (SQLite's write lock).
-func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, rowLock bool) error) error {
+// already taken (SQLite's write lock). The Observer is told how long
+// taking the lock took (RowLockWait).
+func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, rowLock bool) error) (err error) {
 	switch r.m.caps.How(dialect.RowLock) {
 	case dialect.Native, dialect.NodeLocal:
+		if r.obs != nil {
+			begin := time.Now()
+			defer func() { r.rowLockWait(ctx, begin, lc, err) }()
+		}
 		var lock clause.Expression = clause.Locking{Strength: clause.LockingStrengthUpdate}
 		switch {
 		case lc.shared && r.m.caps.ShareClause != "FOR SHARE":
@@ -235,8 +240,13 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			if tx.ReadOnly() {
 				return locking.Invalid("%s: a read-only transaction cannot lock", r.m.table)
 			}
-		} else if err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc); err != nil {
-			return err
+		} else {
+			begin := r.obsNow()
+			err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc)
+			r.rowLockWait(ctx, begin, lc, err)
+			if err != nil {
+				return err
+			}
 		}
 		return read(db.WithContext(ctx), false)
 	}

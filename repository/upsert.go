@@ -25,7 +25,8 @@ type upsertCall[T any] struct {
 	cfg    mutateConfig
 	rep    MutateReport
 	kc     keyedCall
-	out    *T // the record as written, once an attempt succeeded
+	out    *T   // the record as written, once an attempt succeeded
+	call   Call // what the Observer was told of the call
 }
 
 // run runs the attempts until one succeeds, fails for good or the retry
@@ -46,6 +47,7 @@ func (c *upsertCall[T]) run(ctx context.Context, inTx bool) error {
 		if locked {
 			c.rep.Locked++
 			err := c.kc.attempted(c.cfg.op != nil, c.lockedAttempt(ctx))
+			r.attempted(ctx, c.call, c.rep.Attempts, true, err)
 			if isLockReleased(err) {
 				// fn held the row lock too long: it may be waiting for
 				// it itself. The rest of the call is optimistic.
@@ -55,6 +57,7 @@ func (c *upsertCall[T]) run(ctx context.Context, inTx bool) error {
 			return err
 		}
 		err := r.withOpKey(ctx, c.cfg.op, &c.kc, c.kind, c.id, c.optimistic, &c.out)
+		r.attempted(ctx, c.call, c.rep.Attempts, false, err)
 		if adaptive && isConflictOrAborted(err) {
 			// Lost a race with another writer of the record: it is
 			// hot, and the next attempt queues on its lock, at once.

@@ -59,6 +59,8 @@ type Store struct {
 	// Callbacks sends statements through GORM's callbacks (see "Logging
 	// and tracing" in package repository's doc).
 	Callbacks bool
+	// Obs is told of gate waits and unknown outcomes; nil for none.
+	Obs Observer
 }
 
 // Of returns the Store of db, or an error for a database gormlock does
@@ -82,12 +84,16 @@ func Of(db *gorm.DB, op string) (Store, error) {
 			return Store{}, fmt.Errorf("%s: %w", op, err)
 		}
 	}
-	return Store{
+	s := Store{
 		Gorm:      WithCallerLogger(db.Session(&gorm.Session{SkipDefaultTransaction: true, NewDB: true})),
 		SQLDB:     sqlDB,
 		Caps:      caps,
 		Callbacks: UsesCallbacks(db),
-	}, nil
+	}
+	if src, ok := db.Config.Plugins[ObserverPluginName].(ObserverSource); ok {
+		s.Obs = src.StoreObserver(SystemName(caps))
+	}
+	return s, nil
 }
 
 // flavors caches what each MySQL database said it is.
@@ -200,9 +206,9 @@ func (s Store) autocommit(ctx context.Context, st Stmt, args []any, send SendFun
 		break
 	}
 	if errors.Is(err, locking.ErrCommitUnknown) {
-		return err
+		return s.unknown(ctx, err)
 	}
-	return DeadlineBound(locking.ClassifyWrite(err), bounded)
+	return s.unknown(ctx, DeadlineBound(locking.ClassifyWrite(err), bounded))
 }
 
 // DeadlineBound returns err, the classified error of a statement; when the
@@ -240,15 +246,32 @@ func (s Store) PrefixBound(ctx context.Context, query string) (string, bool) {
 // autocommitSQLite runs st on a connection of its own once it may take the
 // write lock. SQLite runs statements in the process: whatever the error,
 // the statement did not apply, so every error is definite.
+//
+// With an Observer, the wait it is told of runs from asking for the turn
+// to the start of the statement that found the write lock free.
 func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send SendFunc, w sqlitegate.Wait) error {
+	begin := s.obsNow()
 	c, err := sqlitegate.Take(ctx, s.SQLDB, w)
 	if err != nil {
+		s.gateWait(ctx, begin, err)
 		return err
 	}
 	defer c.Release(ctx)
-	return c.Lock(ctx, w, func() error {
+	var sent time.Time // when the last try of the statement began
+	err = c.Lock(ctx, w, func() error {
+		if s.Obs != nil {
+			sent = time.Now()
+		}
 		return locking.Classify(send(ctx, Pinned{c.SQL()}, st.Text, args))
 	})
+	if s.Obs != nil {
+		if sent.IsZero() || (err != nil && (locking.IsSQLiteBusy(err) || ctx.Err() != nil)) {
+			s.gateWait(ctx, begin, err) // the lock never came free: all of it was a wait
+		} else {
+			s.Obs.GateWait(ctx, sent.Sub(begin), nil)
+		}
+	}
+	return err
 }
 
 // maxNotSentRetries bounds the connections autocommit tries when each is

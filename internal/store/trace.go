@@ -25,11 +25,12 @@ const PluginName = "gormlock"
 // UsesCallbacks is repository.WithCallbacks' default: on when db has
 // plugins other than gormlock's own. gormlock's plugin watches GORM's
 // create, update and delete callbacks only, never the Raw and Row ones
-// gormlock's statements would go through, so registering it leaves
-// gormlock's writes on the direct path.
+// gormlock's statements would go through, and its observer plugin
+// registers no callback at all, so registering them leaves gormlock's
+// writes on the direct path.
 func UsesCallbacks(db *gorm.DB) bool {
 	for name := range db.Config.Plugins {
-		if name != PluginName {
+		if name != PluginName && name != ObserverPluginName {
 			return true
 		}
 	}

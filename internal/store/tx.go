@@ -34,6 +34,8 @@ type TxState struct {
 	// ConnPool), whose COMMIT ends with the call's context; nil on SQLite
 	// and for a transaction of the application's (WithTx).
 	own *ownTx
+	// obs is told of a COMMIT whose outcome is unknown; nil for none.
+	obs Observer
 
 	mu sync.Mutex
 	// released: ReleaseAfter rolled the transaction back from another
@@ -125,7 +127,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 			defer cancel()
 		}
 	}
-	st := &TxState{sqlDB: s.SQLDB}
+	st := &TxState{sqlDB: s.SQLDB, obs: s.Obs}
 	db = WithCallerLogger(db)
 	if o != nil {
 		st.iso = o.Isolation
@@ -134,7 +136,12 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 		if o != nil && o.Isolation != sql.LevelDefault && o.Isolation != sql.LevelSerializable {
 			return fmt.Errorf("%w: %s: SQLite transactions are serializable; isolation level %v", locking.ErrNotSupported, op, o.Isolation)
 		}
-		tx, err := sqlitegate.Begin(ctx, s.SQLDB, w, o != nil && o.ReadOnly)
+		readOnly := o != nil && o.ReadOnly
+		begin := s.obsNow()
+		tx, err := sqlitegate.Begin(ctx, s.SQLDB, w, readOnly)
+		if !readOnly {
+			s.gateWait(ctx, begin, err) // a read-only transaction waits for nobody
+		}
 		if err != nil {
 			return fmt.Errorf("%s: begin: %w", op, err)
 		}
@@ -314,21 +321,32 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		// changes nothing; its error cannot undo the commit made.
 		if _, err := st.tx.Statement.ConnPool.ExecContext(ctx, "COMMIT"); err != nil {
 			_ = st.tx.Rollback()
-			return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
+			return st.commitFailed(ctx, op, err)
 		}
 		_ = st.tx.Commit()
 		return nil
 	}
 	if st.own != nil {
 		if err := st.own.commit(ctx); err != nil {
-			return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
+			return st.commitFailed(ctx, op, err)
 		}
 		return nil
 	}
 	if err := st.tx.Commit().Error; err != nil {
-		return fmt.Errorf("%s: commit: %w", op, locking.ClassifyCommit(err))
+		return st.commitFailed(ctx, op, err)
 	}
 	return nil
+}
+
+// commitFailed classifies the error of the transaction's COMMIT (see
+// locking.ClassifyCommit), tells the observer when its outcome is unknown,
+// and names op in it.
+func (st *TxState) commitFailed(ctx context.Context, op string, err error) error {
+	err = locking.ClassifyCommit(err)
+	if st.obs != nil && errors.Is(err, locking.ErrCommitUnknown) {
+		st.obs.UnknownOutcome(ctx, err)
+	}
+	return fmt.Errorf("%s: commit: %w", op, err)
 }
 
 // ReleaseAfter arranges for the transaction ctx carries, one RunTx began,

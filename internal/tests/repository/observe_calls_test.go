@@ -1,0 +1,329 @@
+package repository_test
+
+// What a repository.Observer is told of Mutate, Upsert and MutateRowLocked
+// calls, with a recording Observer: the library's call sites, without
+// OpenTelemetry.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// callRecorder is an Observer that writes down what it is told, one line per
+// call of its methods. Every line after "start" checks that its context is
+// the one StartCall returned ("ctx?" when it is not).
+type callRecorder struct {
+	mu     sync.Mutex
+	lines  []string
+	starts []repository.Call
+}
+
+// callKey is the context key under which StartCall marks the call's
+// context.
+type callKey struct{}
+
+func (rec *callRecorder) add(ctx context.Context, op, line string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if op != "" && ctx.Value(callKey{}) != op {
+		line += " ctx?"
+	}
+	rec.lines = append(rec.lines, line)
+}
+
+// take returns the lines so far and forgets them.
+func (rec *callRecorder) take() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	out := rec.lines
+	rec.lines = nil
+	return out
+}
+
+func (rec *callRecorder) StartCall(ctx context.Context, c repository.Call) context.Context {
+	rec.mu.Lock()
+	rec.starts = append(rec.starts, c)
+	rec.mu.Unlock()
+	rec.add(ctx, "", fmt.Sprintf("start %s %s %s id=%v", c.System, c.Op, c.Table, c.ID))
+	return context.WithValue(ctx, callKey{}, c.Op)
+}
+
+func (rec *callRecorder) Attempt(ctx context.Context, c repository.Call, a repository.Attempt) {
+	rec.add(ctx, c.Op, fmt.Sprintf("attempt %d locked=%t %s", a.N, a.Locked, a.Outcome))
+}
+
+func (rec *callRecorder) EndCall(ctx context.Context, c repository.Call, end repository.CallEnd) {
+	line := fmt.Sprintf("end %s: %d attempts, %d locked", c.Op, end.Report.Attempts, end.Report.Locked)
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{end.Report.Hot, "hot"}, {end.Report.Escalated, "escalated"}, {end.Report.Released, "released"}} {
+		if f.on {
+			line += ", " + f.name
+		}
+	}
+	switch {
+	case errors.Is(end.Err, locking.ErrRetriesExhausted):
+		line += ", gave up"
+	case end.Err != nil:
+		line += ", error"
+	}
+	if end.Lease != repository.LeaseNone {
+		line += ", lease " + end.Lease.String()
+	}
+	rec.add(ctx, c.Op, line)
+}
+
+func (rec *callRecorder) Wait(ctx context.Context, w repository.Wait) {
+	line := fmt.Sprintf("wait %s %s %s", w.Kind, w.System, w.Table)
+	if w.Duration <= 0 {
+		line += " no duration"
+	}
+	if w.Err != nil {
+		line += " error"
+	}
+	op, _ := ctx.Value(callKey{}).(string)
+	rec.add(ctx, op, line)
+}
+
+func (rec *callRecorder) UnknownOutcome(ctx context.Context, u repository.UnknownOutcome) {
+	op, _ := ctx.Value(callKey{}).(string)
+	rec.add(ctx, op, fmt.Sprintf("unknown %s %s %v", u.System, u.Table, u.Err))
+}
+
+// systemName is the db.system.name the Observer is told for db.
+func systemName(db *gorm.DB) string {
+	switch db.Dialector.Name() {
+	case "postgres":
+		return "postgresql"
+	case "mysql":
+		return "mariadb" // the tests' server
+	}
+	return "sqlite"
+}
+
+// observedRepo returns a repository of accounts on db that reports to a
+// new callRecorder.
+func observedRepo(t *testing.T, db *gorm.DB, opts ...repository.Option) (*repository.Repository[fixtures.Account], *callRecorder) {
+	t.Helper()
+	rec := &callRecorder{}
+	r, err := repository.New[fixtures.Account](db, append([]repository.Option{repository.WithObserver(rec)}, opts...)...)
+	require.NoError(t, err)
+	return r, rec
+}
+
+// writeWait is the wait line of a write on db outside a transaction: on
+// SQLite the wait at the gate; none elsewhere.
+func writeWait(db *gorm.DB) []string {
+	if systemName(db) == "sqlite" {
+		return []string{"wait sqlite_gate sqlite accounts"}
+	}
+	return nil
+}
+
+// lockedWait is the wait line of a locked attempt in gormlock's own
+// transaction: on SQLite its BEGIN's wait at the gate (the read inside
+// holds the write lock already), elsewhere its locked read's.
+func lockedWait(db *gorm.DB) string {
+	if s := systemName(db); s != "sqlite" {
+		return "wait row_lock " + s + " accounts"
+	}
+	return "wait sqlite_gate sqlite accounts"
+}
+
+func lines(parts ...any) []string {
+	var out []string
+	for _, p := range parts {
+		switch p := p.(type) {
+		case string:
+			out = append(out, p)
+		case []string:
+			out = append(out, p...)
+		}
+	}
+	return out
+}
+
+// A conflict, then an escalation to the row lock, then a hot record's
+// locked call: the Observer hears each attempt, wait and end, in order, on
+// the context StartCall returned, with the record's normalised key. The
+// negative control: another repository's writes, without an Observer, are
+// not heard.
+func TestObserverHearsMutate(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		sys := systemName(db)
+		mine, rec := observedRepo(t, db)
+		other := adaptiveRepo(t, db)
+		a := newAccount(t, other, "ann", 0)
+		require.Empty(t, rec.take(), "Create is not observed")
+
+		calls := 0
+		_, err := mine.Mutate(ctx, a.ID, func(x *fixtures.Account) error {
+			calls++
+			if calls == 1 {
+				_, err := other.Mutate(context.Background(), a.ID, increment)
+				require.NoError(t, err)
+			}
+			return increment(x)
+		})
+		require.NoError(t, err)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s mutate accounts id=%d", sys, a.ID),
+			writeWait(db),
+			"attempt 1 locked=false conflict",
+			lockedWait(db),
+			"attempt 2 locked=true applied",
+			"end mutate: 2 attempts, 1 locked, escalated",
+		), rec.take())
+		require.Len(t, rec.starts, 1)
+		assert.IsType(t, int64(0), rec.starts[0].ID, "the key as normalised")
+		assert.False(t, rec.starts[0].Start.IsZero())
+
+		// The record is hot now: the next call starts locked.
+		_, err = mine.Mutate(ctx, int(a.ID), increment)
+		require.NoError(t, err)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s mutate accounts id=%d", sys, a.ID),
+			lockedWait(db),
+			"attempt 1 locked=true applied",
+			"end mutate: 1 attempts, 1 locked, hot",
+		), rec.take())
+	})
+}
+
+// A give-up: every attempt loses, and the call ends with
+// ErrRetriesExhausted; adaptive Mutate is off so that each attempt loses
+// the same way.
+func TestObserverHearsGiveUp(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		mine, rec := observedRepo(t, db, repository.WithAdaptive(false))
+		other := adaptiveRepo(t, db)
+		a := newAccount(t, other, "ann", 0)
+
+		policy := repository.Retry(locking.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
+		_, err := mine.Mutate(ctx, a.ID, func(x *fixtures.Account) error {
+			_, err := other.Mutate(context.Background(), a.ID, increment)
+			require.NoError(t, err)
+			return increment(x)
+		}, policy)
+		require.ErrorIs(t, err, locking.ErrRetriesExhausted)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s mutate accounts id=%d", systemName(db), a.ID),
+			writeWait(db),
+			"attempt 1 locked=false conflict",
+			writeWait(db),
+			"attempt 2 locked=false conflict",
+			"end mutate: 2 attempts, 0 locked, gave up",
+		), rec.take())
+	})
+}
+
+// Upsert of a new record, fn's own error, and MutateRowLocked: each is a
+// call with its attempts.
+func TestObserverHearsUpsertAndRowLocked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		sys := systemName(db)
+		mine, rec := observedRepo(t, db)
+
+		_, err := mine.Upsert(ctx, int64(77), func() *fixtures.Account { return &fixtures.Account{Owner: "bob"} }, increment)
+		require.NoError(t, err)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s upsert accounts id=77", sys),
+			writeWait(db),
+			"attempt 1 locked=false applied",
+			"end upsert: 1 attempts, 0 locked",
+		), rec.take())
+
+		boom := errors.New("boom")
+		_, err = mine.Mutate(ctx, int64(77), func(*fixtures.Account) error { return boom })
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s mutate accounts id=77", sys),
+			"attempt 1 locked=false failed",
+			"end mutate: 1 attempts, 0 locked, error",
+		), rec.take())
+
+		_, err = mine.MutateRowLocked(ctx, int64(77), increment)
+		require.NoError(t, err)
+		require.Equal(t, lines(
+			fmt.Sprintf("start %s mutateRowLocked accounts id=77", sys),
+			lockedWait(db),
+			"attempt 1 locked=true applied",
+			"end mutateRowLocked: 1 attempts, 1 locked",
+		), rec.take())
+
+		// In the application's transaction: one attempt, no retry; on
+		// SQLite the transaction's BEGIN waited at the gate before the
+		// call began, and the locked read waits for nothing more.
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			_, err := mine.MutateRowLocked(ctx, int64(77), increment)
+			return err
+		}))
+		want := lines(fmt.Sprintf("start %s mutateRowLocked accounts id=77", sys))
+		if sys != "sqlite" {
+			want = append(want, lockedWait(db))
+		}
+		want = append(want, "attempt 1 locked=true applied", "end mutateRowLocked: 1 attempts, 1 locked")
+		require.Equal(t, want, rec.take())
+	})
+}
+
+// Registered with ObserverPlugin, the Observer hears every repository New
+// builds afterwards, and RunInTx's BEGIN on SQLite (with no table);
+// WithObserver overrides it, WithObserver(nil) silences it; a repository
+// built before the plugin hears nothing. A nil Observer is refused.
+func TestObserverPlugin(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		sys := systemName(db)
+		before := adaptiveRepo(t, db)
+		a := newAccount(t, before, "ann", 0)
+		rec, own := &callRecorder{}, &callRecorder{}
+		require.ErrorIs(t, repository.ObserverPlugin(nil).Initialize(db), locking.ErrInvalidArgument)
+		require.NoError(t, db.Use(repository.ObserverPlugin(rec)))
+
+		for _, r := range []*repository.Repository[fixtures.Account]{
+			before,
+			adaptiveRepo(t, db, repository.WithObserver(nil)),
+			adaptiveRepo(t, db, repository.WithObserver(own)),
+			adaptiveRepo(t, db),
+		} {
+			_, err := r.Mutate(ctx, a.ID, increment)
+			require.NoError(t, err)
+		}
+		mutate := lines(fmt.Sprintf("start %s mutate accounts id=%d", sys, a.ID), writeWait(db),
+			"attempt 1 locked=false applied", "end mutate: 1 attempts, 0 locked")
+		require.Equal(t, mutate, own.take())
+		require.Equal(t, mutate, rec.take())
+
+		require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error { return nil }))
+		if sys == "sqlite" {
+			require.Equal(t, []string{"wait sqlite_gate sqlite "}, rec.take())
+		} else {
+			require.Empty(t, rec.take())
+		}
+		require.Empty(t, own.take())
+	})
+}
+
+// increment adds 1 to an account's balance.
+func increment(a *fixtures.Account) error {
+	a.Balance++
+	return nil
+}
