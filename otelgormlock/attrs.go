@@ -1,0 +1,141 @@
+package otelgormlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// The attributes of one table's calls of one operation are built once, on
+// its first call, and kept: recording a measurement then allocates
+// nothing, and a span starts with options made beforehand. Tables and
+// operations are few (one entry per repository and call kind), and so are
+// error types (errorType).
+
+// attrKey names one set of attributes: op is "" for waits and unknown
+// outcomes, which are per table.
+type attrKey struct{ system, table, op string }
+
+// attrCache holds the attrSets built so far.
+type attrCache struct{ m sync.Map } // attrKey -> *attrSets
+
+// attrSets are the attributes of one attrKey, ready to use.
+type attrSets struct {
+	spanName  string
+	spanStart []trace.SpanStartOption
+	base      metric.MeasurementOption // db.system.name, db.collection.name, db.operation.name
+	// attempts is base with an attempt's locked and outcome attributes,
+	// by locked (0, 1) and outcome.
+	attempts [2][repository.AttemptFailed + 1]metric.MeasurementOption
+	withErr  sync.Map // error.type -> metric.MeasurementOption
+	kvs      []attribute.KeyValue
+}
+
+// of returns the attributes of op's calls on table.
+func (c *attrCache) of(system, table, op string) *attrSets {
+	k := attrKey{system, table, op}
+	if s, ok := c.m.Load(k); ok {
+		return s.(*attrSets)
+	}
+	kvs := []attribute.KeyValue{semconv.DBSystemNameKey.String(system)}
+	if table != "" { // a wait of RunInTx, which has no table
+		kvs = append(kvs, semconv.DBCollectionName(table))
+	}
+	if op != "" {
+		kvs = append(kvs, semconv.DBOperationName(op))
+	}
+	s := &attrSets{
+		spanName: strings.TrimSpace(op + " " + table),
+		spanStart: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(kvs...),
+		},
+		base: metric.WithAttributeSet(attribute.NewSet(kvs...)),
+		kvs:  kvs,
+	}
+	for locked := range s.attempts {
+		for outcome := range s.attempts[locked] {
+			s.attempts[locked][outcome] = metric.WithAttributeSet(attribute.NewSet(append(kvs[:len(kvs):len(kvs)],
+				AttrAttemptLocked.Bool(locked == 1),
+				AttrAttemptOutcome.String(repository.AttemptOutcome(outcome).String()))...))
+		}
+	}
+	actual, _ := c.m.LoadOrStore(k, s)
+	return actual.(*attrSets)
+}
+
+// attempt returns the attributes of an attempt.
+func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) metric.MeasurementOption {
+	l := 0
+	if locked {
+		l = 1
+	}
+	if int(outcome) >= len(s.attempts[l]) {
+		outcome = repository.AttemptFailed
+	}
+	return s.attempts[l][outcome]
+}
+
+// withError returns the base attributes with error.type errType, or
+// without when it is "".
+func (s *attrSets) withError(errType string) metric.MeasurementOption {
+	if errType == "" {
+		return s.base
+	}
+	if opt, ok := s.withErr.Load(errType); ok {
+		return opt.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(append(s.kvs[:len(s.kvs):len(s.kvs)], semconv.ErrorTypeKey.String(errType))...))
+	actual, _ := s.withErr.LoadOrStore(errType, opt)
+	return actual.(metric.MeasurementOption)
+}
+
+// errorTypes name the conditions gormlock reports, as error.type: the
+// first that err matches, in this order (a give-up matches the stale data
+// it gave up on, a lease refusal matches ErrLocked).
+var errorTypes = []struct {
+	err  error
+	name string
+}{
+	{locking.ErrRetriesExhausted, "retries_exhausted"},
+	{locking.ErrCommitUnknown, "commit_unknown"},
+	{locking.ErrLeaseExpired, "lease_expired"},
+	{locking.ErrLeased, "leased"},
+	{locking.ErrLockTimeout, "lock_timeout"},
+	{locking.ErrLocked, "locked"},
+	{locking.ErrDeadlock, "deadlock"},
+	{locking.ErrSerialization, "serialization"},
+	{locking.ErrStaleData, "stale_data"},
+	{locking.ErrNotFound, "not_found"},
+	{locking.ErrAlreadyExists, "already_exists"},
+	{locking.ErrConditionFailed, "condition_failed"},
+	{locking.ErrOperationKeyReused, "operation_key_reused"},
+	{locking.ErrInvalidArgument, "invalid_argument"},
+	{locking.ErrNotSupported, "not_supported"},
+	{locking.ErrUnguardedWrite, "unguarded_write"},
+	{context.DeadlineExceeded, "deadline_exceeded"},
+	{context.Canceled, "canceled"},
+}
+
+// errorType returns error.type for err: the name of the gormlock condition
+// it matches, "_OTHER" for any other error (fn's own), "" for nil.
+func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, t := range errorTypes {
+		if errors.Is(err, t.err) {
+			return t.name
+		}
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
+}
