@@ -53,7 +53,30 @@ type sqliteGate struct {
 	// Only the gate's head uses them.
 	cross       *crossLock
 	crossOpened bool
+
+	// mu guards the hand-over of the cross-process lock between this
+	// process's writers: waiting counts the writers blocked in enter, kept
+	// says that the writer who left kept the lock for the next one,
+	// crossSince is when this process took it from the other processes,
+	// and batch how many of the writers waiting then may still have it
+	// before it goes back to them.
+	mu         sync.Mutex
+	waiting    int
+	kept       bool
+	crossSince time.Time
+	batch      int
 }
+
+// crossBatch bounds how long the writers of one process pass the
+// cross-process lock to each other while writers of other processes wait
+// for it (the lock's queue tells; without one, always). A writer that
+// leaves while another of its process waits at the gate keeps the lock
+// for it, instead of queueing behind every other process for each write:
+// handing the lock to another process costs a wake-up of that process,
+// which on a busy machine takes as long as a write, or longer. While other
+// processes wait, the lock is kept only for the writers that were waiting
+// when this process took it, each once, and for crossBatch at most.
+const crossBatch = 2 * time.Millisecond
 
 var sqliteGates sync.Map // weak.Pointer[sql.DB] -> *sqliteGate
 
@@ -81,44 +104,103 @@ type Wait struct {
 }
 
 // enter waits for the writer's turn in this process; ctx ends the wait.
-func (g *sqliteGate) enter(ctx context.Context, w Wait) error {
+// It reports whether the writer holds the cross-process lock too: the
+// writer before it kept the lock for it.
+func (g *sqliteGate) enter(ctx context.Context, w Wait) (bool, error) {
 	if w.NoWait {
 		select {
 		case g.turn <- struct{}{}:
-			return nil
+			return g.inherit(false), nil
 		default:
 		}
-		return &locking.DatabaseError{Kind: locking.ErrLocked, Code: "SQLITE_BUSY",
+		return false, &locking.DatabaseError{Kind: locking.ErrLocked, Code: "SQLITE_BUSY",
 			Err: errors.New("another writer of this process holds SQLite's write lock")}
 	}
 	if w.Limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, w.Limit, errLockWaitOver)
 		defer cancel()
-		if err := g.take(ctx); err != nil {
-			if errors.Is(context.Cause(ctx), errLockWaitOver) {
-				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: "SQLITE_BUSY", Err: errLockWaitOver}
-			}
-			return err
+		crossed, err := g.take(ctx)
+		if err != nil && errors.Is(context.Cause(ctx), errLockWaitOver) {
+			return false, &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: "SQLITE_BUSY", Err: errLockWaitOver}
 		}
-		return nil
+		return crossed, err
 	}
 	return g.take(ctx)
 }
 
 // take waits for the turn until ctx ends.
-func (g *sqliteGate) take(ctx context.Context) error {
+func (g *sqliteGate) take(ctx context.Context) (bool, error) {
 	select {
 	case g.turn <- struct{}{}:
-		return nil
+		return g.inherit(false), nil
+	default:
+	}
+	g.mu.Lock()
+	g.waiting++
+	g.mu.Unlock()
+	select {
+	case g.turn <- struct{}{}:
+		return g.inherit(true), nil
 	case <-ctx.Done():
-		return ctx.Err()
+		g.giveUp()
+		return false, ctx.Err()
 	}
 }
 
 var errLockWaitOver = errors.New("waited the lock timeout for SQLite's write lock")
 
-func (g *sqliteGate) leave() { <-g.turn }
+// inherit takes over the cross-process lock if the writer before kept it;
+// the writer calling it has just taken the turn, having waited (counted in
+// waiting) or not.
+func (g *sqliteGate) inherit(waited bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if waited {
+		g.waiting--
+	}
+	kept := g.kept
+	g.kept = false
+	return kept
+}
+
+// giveUp takes a writer that stopped waiting off the count, and lets the
+// cross-process lock go if it was kept for writers that all stopped.
+func (g *sqliteGate) giveUp() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting--
+	if g.waiting > 0 || !g.kept {
+		return
+	}
+	select {
+	case g.turn <- struct{}{}:
+	default:
+		return // a writer took the turn, and will take the lock with it
+	}
+	g.kept = false
+	g.cross.unlock()
+	<-g.turn
+}
+
+// leave passes the turn on. A writer holding the cross-process lock
+// (crossed) keeps it for the next writer of this process if one waits and
+// crossBatch allows, and lets it go otherwise.
+func (g *sqliteGate) leave(crossed bool) {
+	g.mu.Lock()
+	if crossed && g.waiting > 0 && (g.batch > 0 && time.Since(g.crossSince) < crossBatch || !g.cross.contended()) {
+		g.kept = true
+		g.batch--
+		<-g.turn
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	if crossed {
+		g.cross.unlock()
+	}
+	<-g.turn
+}
 
 // busyTimeout returns the busy_timeout of conn's database in milliseconds,
 // read from the first connection gormlock uses and kept: the connections of
@@ -160,16 +242,17 @@ type Conn struct {
 // restoring the timeout on every write.
 func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 	g := gateOf(sqlDB)
-	if err := g.enter(ctx, w); err != nil {
+	crossed, err := g.enter(ctx, w)
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
-		g.leave()
+		g.leave(crossed)
 		return nil, locking.Classify(err)
 	}
-	c := &Conn{gate: g, conn: conn, busy: -1}
+	c := &Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
 	if !g.crossOpened {
 		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
 	}
@@ -187,21 +270,26 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 		limit = time.Duration(busy) * time.Millisecond
 	}
 	c.deadline = start.Add(limit)
-	if g.cross != nil {
+	if !keep {
+		// Set before the wait for the cross-process lock, so that the
+		// other processes do not wait for this statement too (unless the
+		// lock was kept for this writer).
+		c.busy = busy
+		if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+			c.bad = true
+			c.Release(ctx)
+			return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+		}
+	}
+	if g.cross != nil && !c.crossed {
 		if err := g.cross.lock(ctx, w.NoWait, w.Limit > 0, c.deadline); err != nil {
 			c.Release(ctx)
 			return nil, err
 		}
 		c.crossed = true
-	}
-	if keep {
-		return c, nil
-	}
-	c.busy = busy
-	if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-		c.bad = true
-		c.Release(ctx)
-		return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+		g.mu.Lock()
+		g.crossSince, g.batch = time.Now(), g.waiting
+		g.mu.Unlock()
 	}
 	return c, nil
 }
@@ -268,7 +356,9 @@ func (c *Conn) RestoreBusy(ctx context.Context) error {
 }
 
 // release restores the connection's settings, returns it to the pool (or
-// drops it when it cannot be trusted any more) and passes the turn on.
+// drops it when it cannot be trusted any more) and passes the turn on: in
+// this order, so that a writer of this process that gets the turn with
+// the cross-process lock kept for it finds a connection in the pool.
 func (c *Conn) Release(ctx context.Context) {
 	if !c.bad {
 		_ = c.RestoreBusy(ctx)
@@ -277,11 +367,9 @@ func (c *Conn) Release(ctx context.Context) {
 		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	_ = c.conn.Close()
-	if c.crossed {
-		c.crossed = false
-		c.gate.cross.unlock()
-	}
-	c.gate.leave()
+	crossed := c.crossed
+	c.crossed = false
+	c.gate.leave(crossed)
 }
 
 // Tx is a transaction gormlock began on SQLite with BEGIN IMMEDIATE,
