@@ -404,3 +404,44 @@ func TestCrossLocksOfTwoFilesAreApart(t *testing.T) {
 	requireQueued(t, pathA, 0)
 	requireQueued(t, pathB, 0)
 }
+
+// Without a queue (a side file gormlock may not write, another platform)
+// the lock is the flock alone: it excludes, a bounded wait ends with the
+// bound's error, and the next writer of the process takes over the flock
+// call the wait left behind.
+func TestCrossLockWithoutAQueue(t *testing.T) {
+	path := lockFile(t)
+	flockOnly := func() *crossLock {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return &crossLock{f: f, fd: int(f.Fd())}
+	}
+	a, b := flockOnly(), flockOnly()
+	if err := a.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	var de *locking.DatabaseError
+	if err := b.lock(context.Background(), true, false, time.Time{}); !errors.As(err, &de) || de.Kind != locking.ErrLocked {
+		t.Fatalf("lock with nowait while another holds it = %v, want ErrLocked", err)
+	}
+	if err := b.lock(context.Background(), false, true, time.Now().Add(2*queueCheck)); !errors.As(err, &de) || de.Kind != locking.ErrLockTimeout {
+		t.Fatalf("lock under a timeout while another holds it = %v, want ErrLockTimeout", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.lock(context.Background(), false, false, time.Now().Add(hangGuard)) }()
+	a.unlock()
+	if err := receiveErr(t, done, "the lock after the holder let it go"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.lock(context.Background(), true, false, time.Time{}); !errors.As(err, &de) || de.Kind != locking.ErrLocked {
+		t.Fatalf("lock with nowait while the waiter holds it = %v, want ErrLocked", err)
+	}
+	b.unlock()
+	if err := a.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatalf("lock of the free file = %v", err)
+	}
+	a.unlock()
+}
