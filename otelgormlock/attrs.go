@@ -3,8 +3,10 @@ package otelgormlock
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -25,27 +27,56 @@ import (
 // outcomes, which are per table.
 type attrKey struct{ system, table, op string }
 
-// attrCache holds the attrSets built so far.
-type attrCache struct{ m sync.Map } // attrKey -> *attrSets
+// attrCache holds the attrSets built so far, in a map that is replaced,
+// never changed, when one is added: a lookup is a plain map read, with no
+// lock and no hashing through an interface.
+type attrCache struct {
+	m  atomic.Pointer[map[attrKey]*attrSets]
+	mu sync.Mutex // serialises additions
+}
 
 // attrSets are the attributes of one attrKey, ready to use.
 type attrSets struct {
 	spanName  string
 	spanStart []trace.SpanStartOption
-	base      metric.MeasurementOption // db.system.name, db.collection.name, db.operation.name
+	base      opts // db.system.name, db.collection.name, db.operation.name
 	// attempts is base with an attempt's locked and outcome attributes,
 	// by locked (0, 1) and outcome.
-	attempts [2][repository.AttemptFailed + 1]metric.MeasurementOption
-	withErr  sync.Map // error.type -> metric.MeasurementOption
+	attempts [2][repository.AttemptFailed + 1]opts
+	withErr  sync.Map // error.type -> *opts
 	kvs      []attribute.KeyValue
 }
 
 // of returns the attributes of op's calls on table.
 func (c *attrCache) of(system, table, op string) *attrSets {
 	k := attrKey{system, table, op}
-	if s, ok := c.m.Load(k); ok {
-		return s.(*attrSets)
+	if m := c.m.Load(); m != nil {
+		if s, ok := (*m)[k]; ok {
+			return s
+		}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if s, ok := (*old)[k]; ok {
+			return s
+		}
+	}
+	s := newAttrSets(k)
+	m := make(map[attrKey]*attrSets, 1)
+	if old != nil {
+		m = make(map[attrKey]*attrSets, len(*old)+1)
+		maps.Copy(m, *old)
+	}
+	m[k] = s
+	c.m.Store(&m)
+	return s
+}
+
+// newAttrSets builds the attributes of k.
+func newAttrSets(k attrKey) *attrSets {
+	system, table, op := k.system, k.table, k.op
 	kvs := []attribute.KeyValue{semconv.DBSystemNameKey.String(system)}
 	if table != "" { // a wait of RunInTx, which has no table
 		kvs = append(kvs, semconv.DBCollectionName(table))
@@ -59,22 +90,21 @@ func (c *attrCache) of(system, table, op string) *attrSets {
 			trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(kvs...),
 		},
-		base: metric.WithAttributeSet(attribute.NewSet(kvs...)),
+		base: optsOf(kvs...),
 		kvs:  kvs,
 	}
 	for locked := range s.attempts {
 		for outcome := range s.attempts[locked] {
-			s.attempts[locked][outcome] = metric.WithAttributeSet(attribute.NewSet(append(kvs[:len(kvs):len(kvs)],
+			s.attempts[locked][outcome] = optsOf(append(kvs[:len(kvs):len(kvs)],
 				AttrAttemptLocked.Bool(locked == 1),
-				AttrAttemptOutcome.String(repository.AttemptOutcome(outcome).String()))...))
+				AttrAttemptOutcome.String(repository.AttemptOutcome(outcome).String()))...)
 		}
 	}
-	actual, _ := c.m.LoadOrStore(k, s)
-	return actual.(*attrSets)
+	return s
 }
 
 // attempt returns the attributes of an attempt.
-func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) metric.MeasurementOption {
+func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) opts {
 	l := 0
 	if locked {
 		l = 1
@@ -87,16 +117,31 @@ func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) metri
 
 // withError returns the base attributes with error.type errType, or
 // without when it is "".
-func (s *attrSets) withError(errType string) metric.MeasurementOption {
+func (s *attrSets) withError(errType string) opts {
 	if errType == "" {
 		return s.base
 	}
-	if opt, ok := s.withErr.Load(errType); ok {
-		return opt.(metric.MeasurementOption)
+	if o, ok := s.withErr.Load(errType); ok {
+		return *o.(*opts)
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(append(s.kvs[:len(s.kvs):len(s.kvs)], semconv.ErrorTypeKey.String(errType))...))
-	actual, _ := s.withErr.LoadOrStore(errType, opt)
-	return actual.(metric.MeasurementOption)
+	o := optsOf(append(s.kvs[:len(s.kvs):len(s.kvs)], semconv.ErrorTypeKey.String(errType))...)
+	actual, _ := s.withErr.LoadOrStore(errType, &o)
+	return *actual.(*opts)
+}
+
+// opts are one attribute set as the options of a counter's Add and of a
+// histogram's Record. Passed as a slice made beforehand (opts.add...), they
+// cost no allocation; a single option would be put in a new slice each
+// time.
+type opts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// optsOf returns the options of the attribute set of kvs.
+func optsOf(kvs ...attribute.KeyValue) opts {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
 }
 
 // errorTypes name the conditions gormlock reports, as error.type: the

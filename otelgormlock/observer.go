@@ -217,9 +217,9 @@ func (o *Observer) StartCall(ctx context.Context, c repository.Call) context.Con
 func (o *Observer) Attempt(ctx context.Context, c repository.Call, a repository.Attempt) {
 	s := o.sets.of(c.System, c.Table, c.Op)
 	opt := s.attempt(a.Locked, a.Outcome)
-	o.attempts.Add(ctx, 1, opt)
+	o.attempts.Add(ctx, 1, opt.add...)
 	if a.Outcome == repository.AttemptConflict || a.Outcome == repository.AttemptAborted {
-		o.conflicts.Add(ctx, 1, opt)
+		o.conflicts.Add(ctx, 1, opt.add...)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(EventAttempt, trace.WithAttributes(
@@ -235,24 +235,24 @@ func (o *Observer) Attempt(ctx context.Context, c repository.Call, a repository.
 func (o *Observer) EndCall(ctx context.Context, c repository.Call, end repository.CallEnd) {
 	s := o.sets.of(c.System, c.Table, c.Op)
 	errType := errorType(end.Err)
-	o.callDuration.Record(ctx, time.Since(c.Start).Seconds(), s.withError(errType))
+	o.callDuration.Record(ctx, time.Since(c.Start).Seconds(), s.withError(errType).rec...)
 	rep := end.Report
 	if rep.Escalated {
-		o.escalations.Add(ctx, 1, s.base)
+		o.escalations.Add(ctx, 1, s.base.add...)
 	}
 	if rep.Released {
-		o.releases.Add(ctx, 1, s.base)
+		o.releases.Add(ctx, 1, s.base.add...)
 	}
 	if errors.Is(end.Err, locking.ErrRetriesExhausted) {
-		o.giveUps.Add(ctx, 1, s.base)
+		o.giveUps.Add(ctx, 1, s.base.add...)
 	}
 	switch end.Lease {
 	case repository.LeaseGranted:
-		o.grants.Add(ctx, 1, s.base)
+		o.grants.Add(ctx, 1, s.base.add...)
 	case repository.LeaseExpired:
-		o.expiries.Add(ctx, 1, s.base)
+		o.expiries.Add(ctx, 1, s.base.add...)
 	case repository.LeaseFenced:
-		o.fenced.Add(ctx, 1, s.base)
+		o.fenced.Add(ctx, 1, s.base.add...)
 	}
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -287,10 +287,10 @@ func (o *Observer) Wait(ctx context.Context, w repository.Wait) {
 	if w.Kind == repository.SQLiteGateWait {
 		h = o.gateWait
 	}
-	h.Record(ctx, w.Duration.Seconds(), o.sets.of(w.System, w.Table, "").withError(errorType(w.Err)))
+	h.Record(ctx, w.Duration.Seconds(), o.sets.of(w.System, w.Table, "").withError(errorType(w.Err)).rec...)
 }
 
 // UnknownOutcome implements repository.Observer: it counts the write.
 func (o *Observer) UnknownOutcome(ctx context.Context, u repository.UnknownOutcome) {
-	o.unknown.Add(ctx, 1, o.sets.of(u.System, u.Table, "").base)
+	o.unknown.Add(ctx, 1, o.sets.of(u.System, u.Table, "").base.add...)
 }
