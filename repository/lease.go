@@ -68,8 +68,12 @@ type Lease struct {
 	// Token is 128 bits from crypto/rand, in hex. The database stores only
 	// its SHA-256.
 	Token string
-	// Fence counts the acquisitions of this record's lease: every new
-	// lease on the record has a larger one. Pass it to other systems the
+	// Fence grows with every acquisition of this record's lease: every new
+	// lease on the record has a larger one, and none is handed out twice,
+	// even after a crash lost a grant. On SQLite and MySQL it counts the
+	// acquisitions; on PostgreSQL, whose grants need not be durable, it is
+	// the database clock in microseconds at the grant, or the previous
+	// fence + 1 when larger, as versions are. Pass it to other systems the
 	// holder writes to, so they can refuse a holder that has been
 	// superseded.
 	Fence int64
@@ -164,6 +168,15 @@ func (r *Repository[T]) Leases() *Leases[T] { return &Leases[T]{r: r} }
 // A write whose statement began before the grant and had not yet reached the
 // row can still commit just after it; the holder's Leases.Update then fails
 // with locking.ErrStaleData — the version guard still loses nothing.
+//
+// On PostgreSQL a grant outside a transaction commits without waiting for
+// the disk (synchronous_commit off for its own commit only), so a server
+// crash soon after it can lose it. Its holder's Leases.Update, Leases.Delete,
+// Leases.Renew and Leases.Release then fail with locking.ErrLeaseExpired, as
+// after an expiry: each checks the lease in its own durable transaction.
+// Neither its token nor its fence is ever handed out again. Any durable
+// commit after the grant (the holder's first write with it, say) makes the
+// grant durable too.
 func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
 	r := ls.r
 	id, err := r.m.normalizeID(id)
@@ -186,7 +199,8 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	if r.m.leases.pg != nil {
 		return r.getAndLockPG(ctx, id, lease, ttl)
 	}
-	err = r.acquire(ctx, r.m.keyArgs([]any{r.m.table, owner, hashToken(lease.Token), ceilMillis(ttl)}, id), hashToken(lease.Token),
+	hash := hashToken(lease.Token)
+	err = r.acquire(ctx, id, r.m.keyArgs([]any{r.m.table, owner, hash, ceilMillis(ttl)}, id), hash,
 		&lease.Key, &lease.Fence, &acquired, &expires)
 	if store.IsNoRows(err) {
 		return nil, nil, r.acquireRefused(ctx, id)

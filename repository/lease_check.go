@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gormlock/gormlock/internal/dialect"
-	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
@@ -39,37 +38,51 @@ func (r *Repository[T]) leaseTTL(op string, opts []LeaseOption) (time.Duration, 
 }
 
 // acquire runs the lease's acquire statement with args and scans the lease
-// it took into dest (key, fence, acquired, expires); sql.ErrNoRows when it
-// took none. Where acquire returns nothing (MySQL), the lease is read back
-// by its token hash, in the same transaction. A deadlock or, on Galera, a
-// certification conflict with another node's acquire (ErrDeadlock) is
-// tried again, twice: the next try sees the winner's lease.
-func (r *Repository[T]) acquire(ctx context.Context, args []any, hash string, dest ...any) error {
+// it took into key, fence, acquired and expires; sql.ErrNoRows when it took
+// none. Where acquire returns nothing (MySQL), the statement commits by
+// itself (outside a transaction) and the lease is read back by the
+// record's key and the token hash (a token is 128 random bits, so the row
+// holds it only if this call wrote it); a deadlock or, on Galera, a
+// certification conflict with another node's acquire (ErrDeadlock, not
+// applied) is tried again, twice: the next try sees the winner's lease.
+func (r *Repository[T]) acquire(ctx context.Context, id any, args []any, hash string, key *string, fence, acquired, expires *int64) error {
 	if r.m.leases.acquireBack == "" {
-		return r.st.Exec(ctx, r.m.leases.acquire, args, r.st.QueryRowScan(dest...))
+		return r.st.Exec(ctx, r.m.leases.acquire, args, r.st.QueryRowScan(key, fence, acquired, expires))
 	}
-	write := func(ctx context.Context) error {
-		if _, err := r.st.ExecResult(ctx, r.m.leases.acquire, args); err != nil {
-			return err
-		}
-		db, _ := r.st.Conn(ctx)
-		err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, []any{r.m.table, hash}, dest...)
-		if store.IsNoRows(err) {
-			return err
-		}
-		return locking.Classify(err)
-	}
-	if _, inTx := r.st.Conn(ctx); inTx {
-		return write(ctx)
-	}
+	_, inTx := r.st.Conn(ctx)
+	var n int64
 	var err error
-	for try := 0; try < 3; try++ {
-		err = r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{}, r.m.table+": Leases.Acquire", write)
-		if !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
-			return err
+	for try := 1; ; try++ {
+		n, err = r.st.ExecResult(ctx, r.m.leases.acquire, args)
+		if inTx || try == 3 || !errors.Is(err, locking.ErrDeadlock) || ctx.Err() != nil {
+			break
 		}
 	}
-	return err
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return sql.ErrNoRows // no record, or its lease row unchanged: held
+	}
+	db, _ := r.st.Conn(ctx)
+	var k sql.NullString
+	var f, a, x sql.NullInt64
+	err = r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBack, append(r.m.keyArgs(nil, id), r.m.table, hash), &k, &f, &a, &x)
+	if store.IsNoRows(err) {
+		// The record was deleted since: find the lease by its token, so
+		// that Acquire gives it back.
+		err = r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.acquireBackAny, []any{r.m.table, hash}, &k, &f, &a, &x)
+	}
+	switch {
+	case store.IsNoRows(err):
+		return err
+	case err != nil:
+		return locking.Classify(err)
+	case !k.Valid:
+		return sql.ErrNoRows // the driver counts rows found, not changed
+	}
+	*key, *fence, *acquired, *expires = k.String, f.Int64, a.Int64, x.Int64
+	return nil
 }
 
 // leaseState returns the unexpired lease on record id, or nil.
@@ -170,6 +183,16 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		// transaction the savepoint below keeps a failed write from
 		// aborting the caller's transaction.
 		return r.updateWithLeasePG(ctx, e, l, id, expected)
+	}
+	if op == "update" && r.m.leases.writeHeld.Text != "" && !r.hooksFor(true).on {
+		if r.m.leases.end.Text == "" && !inTx {
+			return r.updateWithLease(ctx, e, l, id, expected) // one statement (MySQL)
+		}
+		// Inside a transaction the savepoint keeps a failed write from
+		// aborting the caller's transaction.
+		return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
+			return r.updateWithLease(ctx, e, l, id, expected)
+		})
 	}
 	return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
 		if r.m.caps.Dialector() == dialect.MySQL {

@@ -29,23 +29,60 @@ import (
 
 // pgLeaseSQL holds the one-statement forms (PostgreSQL only).
 type pgLeaseSQL struct {
-	// grantRead takes the lease (acquire's INSERT) and, when it did,
-	// reads the record with a shared row lock, after the grant: the lease
-	// columns, then TRUE (NULL when the record is gone meanwhile), then
-	// readCols. No row: no lease was taken.
-	grantRead store.Stmt
-	// writeRelease checks the lease by its token and locks its row, writes
-	// the record guarded by its version (Update's statement without the
-	// lease guard) when the lease is held, and ends the lease when the
-	// write matched. It returns one row: whether the lease was held (0 or
-	// 1), the record's new version (NULL: not written), and whether the
-	// lease was ended (0 or 1). Empty when the model has no own SELECT.
+	// grantRead takes the lease (pgGrant) and, when it did, reads the
+	// record with a shared row lock, after the grant: the lease columns,
+	// then TRUE (NULL when the record is gone meanwhile), then readCols.
+	// No row: no lease was taken. grantReadAsync is the same statement
+	// committing without waiting for the disk (see pgGrant), for a grant
+	// outside the caller's transaction.
+	grantRead, grantReadAsync store.Stmt
+	// writeRelease writes the record guarded by its version (Update's
+	// statement without the lease guard) when the lease is held, checked
+	// by its token with its row locked, and ends the lease when the write
+	// matched. It returns one row: the record's new version (NULL: not
+	// written) and whether the lease was ended (0 or 1). Empty when the
+	// model has no own SELECT.
 	writeRelease store.Stmt
+	// held tells, after writeRelease wrote nothing, whether the lease is
+	// still held: the version was stale rather than the lease gone.
+	held string
 	// releaseKey ends a lease by its table, key and token alone, for a
 	// lease taken on a record deleted before grantRead could read it (the
 	// usual release also checks the record).
 	releaseKey store.Stmt
 }
+
+// pgGrant is the grant on PostgreSQL: acquire's INSERT (see buildLeaseSQL)
+// with the fence from the database clock, in microseconds, or the previous
+// fence + 1 when larger, as versions are (dialect.Caps.NextVersion), and
+// with extra among the clock's columns.
+//
+// A grant outside a transaction commits with synchronous_commit off (extra
+// sets it for the statement's own transaction): PostgreSQL acknowledges it
+// before its WAL reaches the disk, and a crash within wal_writer_delay (3×
+// at most) of it can lose it. That is safe: the holder's write checks its
+// lease in the write's own, durable transaction, so it is refused once the
+// grant is lost, like the write of a holder whose lease expired; the token
+// is random and the fence comes from the clock, so neither is handed out
+// again (as long as the clock does not step back by more than the time from
+// the crash to the next grant: the assumption versions make); and any
+// later durable commit (the holder's write, a renewal, a release) makes the
+// grant durable first, its WAL being earlier. A counter (fence + 1) would
+// not do: the grant after the crash would count from the durable fence
+// and hand the lost grant's fence out again.
+func pgGrant(key, table, where, extra string) string {
+	return `INSERT INTO ` + LeaseTable + ` AS l (resource, record_key, owner, token_hash, fence, acquired_ms, expires_ms)
+SELECT ?, ` + key + `, ?, ?, c.now_us, c.now_us / 1000, c.now_us / 1000 + ? FROM ` + table +
+		`, (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT AS now_us` + extra + `) AS c WHERE ` + where + `{bound}
+ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_hash = excluded.token_hash,
+  fence = GREATEST(l.fence + 1, excluded.fence), acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
+WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
+RETURNING record_key, fence, acquired_ms, expires_ms`
+}
+
+// pgAsync is pgGrant's extra for a grant that commits by itself: the
+// column is volatile, so PostgreSQL evaluates it although nothing reads it.
+const pgAsync = `, set_config('synchronous_commit', 'off', true) AS gormlock_async`
 
 // numbered turns s, with ? placeholders and a {bound} mark, into a store.Stmt
 // for PostgreSQL: the mark becomes nothing in text and the dialect's
@@ -63,9 +100,8 @@ func numbered(db *gorm.DB, selfLock, s string) store.Stmt {
 
 // buildPGLeaseSQL writes pgLeaseSQL for the table of m from the pieces
 // buildLeaseSQL made: the quoting function, the table, the record's key as
-// text, the key condition, the live condition and acquire's INSERT (with
-// its {bound} mark, and NOW replaced).
-func buildPGLeaseSQL(db *gorm.DB, m *meta, quote func(string) string, table, key, match, live, insert string) *pgLeaseSQL {
+// text, the key condition and the live condition.
+func buildPGLeaseSQL(db *gorm.DB, m *meta, quote func(string) string, table, key, match, live string) *pgLeaseSQL {
 	if !m.ownSelect() {
 		return nil // the record is read through GORM (AfterFind, read-only fields)
 	}
@@ -74,12 +110,12 @@ func buildPGLeaseSQL(db *gorm.DB, m *meta, quote func(string) string, table, key
 	for i, f := range m.readCols {
 		cols[i] = "r." + quote(f.DBName)
 	}
-	p := &pgLeaseSQL{}
-	// insert has NOW replaced already; the column lists must not be
-	// touched by that replacement, so it is done piece by piece.
-	p.grantRead = numbered(db, m.caps.SelfLockTimeout, `WITH g AS (`+insert+`)
+	grantRead := func(extra string) store.Stmt {
+		return numbered(db, m.caps.SelfLockTimeout, `WITH g AS (`+pgGrant(key, table, match+live, extra)+`)
 SELECT g.record_key, g.fence, g.acquired_ms, g.expires_ms, r.gormlock_found, `+strings.Join(cols, ", ")+`
 FROM g LEFT JOIN LATERAL (SELECT TRUE AS gormlock_found, `+table+`.* FROM `+table+` WHERE `+match+live+` FOR SHARE OF `+table+`) AS r ON TRUE`)
+	}
+	p := &pgLeaseSQL{grantRead: grantRead(""), grantReadAsync: grantRead(pgAsync)}
 
 	var set strings.Builder
 	for _, f := range m.setCols {
@@ -90,11 +126,17 @@ FROM g LEFT JOIN LATERAL (SELECT TRUE AS gormlock_found, `+table+`.* FROM `+tabl
 	if m.updatedAt != nil {
 		set.WriteString(", " + quote(m.updatedAt.DBName) + " = ?")
 	}
-	p.writeRelease = numbered(db, m.caps.SelfLockTimeout, `WITH h AS MATERIALIZED (SELECT 1 FROM `+LeaseTable+` WHERE resource = ? AND record_key = ? AND record_key = (SELECT `+key+` FROM `+table+` WHERE `+match+`)
-  AND token_hash = ? AND fence = ? AND expires_ms > `+now+`{bound} FOR UPDATE),
-w AS (UPDATE `+table+` SET `+set.String()+` WHERE `+match+` AND COALESCE(`+quote(m.version.DBName)+`, 0) = ?`+live+` AND EXISTS (SELECT 1 FROM h) RETURNING `+quote(m.version.DBName)+`),
+	// The lease row is locked by the write's condition, before the
+	// record's row is written: the order Leases.Acquire takes them in.
+	// The check names the record by its own key, so a lease whose Key
+	// names another record is refused.
+	p.writeRelease = numbered(db, m.caps.SelfLockTimeout, `WITH w AS (UPDATE `+table+` SET `+set.String()+` WHERE `+match+` AND COALESCE(`+quote(m.version.DBName)+`, 0) = ?`+live+`
+  AND EXISTS (SELECT 1 FROM `+LeaseTable+` AS l WHERE l.resource = ? AND l.record_key = ? AND l.record_key = `+key+`
+    AND l.token_hash = ? AND l.fence = ? AND l.expires_ms > `+now+`{bound} FOR UPDATE OF l) RETURNING `+quote(m.version.DBName)+`),
 e AS (UPDATE `+LeaseTable+` SET token_hash = NULL, expires_ms = `+now+` WHERE resource = ? AND record_key = ? AND token_hash = ? AND EXISTS (SELECT 1 FROM w) RETURNING 1)
-SELECT (SELECT count(*) FROM h), (SELECT `+quote(m.version.DBName)+` FROM w), (SELECT count(*) FROM e)`)
+SELECT (SELECT `+quote(m.version.DBName)+` FROM w), (SELECT count(*) FROM e)`)
+	p.held = rebind(db, `SELECT 1 FROM `+LeaseTable+` WHERE resource = ? AND record_key = ? AND record_key = (SELECT `+key+` FROM `+table+` WHERE `+match+`)
+  AND token_hash = ? AND fence = ? AND expires_ms > `+now)
 	p.releaseKey = numbered(db, m.caps.SelfLockTimeout, `UPDATE `+LeaseTable+` SET token_hash = NULL, expires_ms = `+now+` WHERE resource = ? AND record_key = ? AND token_hash = ?{bound}`)
 	return p
 }
@@ -105,7 +147,12 @@ SELECT (SELECT count(*) FROM h), (SELECT `+quote(m.version.DBName)+` FROM w), (S
 // before it could be read.
 func (r *Repository[T]) grantRead(ctx context.Context, args []any, lease *Lease, e *T) (acquired, expires int64, gone bool, err error) {
 	rv := reflect.ValueOf(e).Elem()
-	err = r.st.Exec(ctx, r.m.leases.pg.grantRead, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) (err error) {
+	st := r.m.leases.pg.grantReadAsync
+	if _, inTx := r.st.Conn(ctx); inTx {
+		// Never the caller's commit: it may write more than the grant.
+		st = r.m.leases.pg.grantRead
+	}
+	err = r.st.Exec(ctx, st, args, func(ctx context.Context, pool gorm.ConnPool, query string, args []any) (err error) {
 		rows, err := r.st.QuerySQL(ctx, pool, query, args)
 		if err != nil {
 			return err
@@ -182,8 +229,6 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	}
 	hash := hashToken(l.Token)
 	args := make([]any, 0, 2*len(r.m.pks)+len(r.m.setCols)+10)
-	args = r.m.keyArgs(append(args, r.m.table, l.Key), id)
-	args = append(args, hash, l.Fence)
 	for _, f := range r.m.setCols {
 		v, _ := f.ValueOf(ctx, rv)
 		args = append(args, v)
@@ -195,16 +240,24 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 		args = append(args, w.updated)
 	}
 	args = append(r.m.keyArgs(args, id), expected)
-	args = append(args, r.m.table, l.Key, hash)
-	var held, ended int64
+	args = append(args, r.m.table, l.Key, hash, l.Fence, r.m.table, l.Key, hash)
+	var ended int64
 	var version sql.NullInt64
-	err := r.st.Exec(ctx, r.m.leases.pg.writeRelease, args, r.st.QueryRowScan(&held, &version, &ended))
+	err := r.st.Exec(ctx, r.m.leases.pg.writeRelease, args, r.st.QueryRowScan(&version, &ended))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
-	case held != 1:
-		return r.leaseRefused(ctx, id, l.Fence, "update")
 	case !version.Valid:
+		// Nothing written: the lease is gone, or the version was stale.
+		db, _ := r.st.Conn(ctx)
+		var one int
+		err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.pg.held, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence), &one)
+		switch {
+		case store.IsNoRows(err):
+			return r.leaseRefused(ctx, id, l.Fence, "update")
+		case err != nil:
+			return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, locking.Classify(err))
+		}
 		return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false)
 	case ended != 1:
 		// The lease row was locked, so this cannot happen; say so

@@ -17,9 +17,11 @@ import (
 type leaseSQL struct {
 	acquire, release, renew, sweep store.Stmt
 	state                          string
-	// acquireBack reads the lease acquire wrote, by its token, where
-	// acquire cannot return it (MySQL); "" otherwise.
-	acquireBack string
+	// acquireBack reads the lease acquire wrote, by the record's key and
+	// its token, where acquire cannot return it (MySQL); "" otherwise.
+	// acquireBackAny reads it by its token alone, for a record deleted
+	// before acquireBack could read its key.
+	acquireBack, acquireBackAny string
 	// guard is the condition every guarded write adds: no unexpired
 	// lease on the row being written.
 	guard string
@@ -27,6 +29,15 @@ type leaseSQL struct {
 	// (PostgreSQL, for a model Get reads with its own SELECT); nil
 	// elsewhere.
 	pg *pgLeaseSQL
+	// writeHeld is Leases.Update's write on SQLite and MySQL: Update's
+	// statement with the check that the caller holds the lease in place of
+	// the lease guard. On SQLite end then ends the lease, in the same
+	// transaction; MySQL's writeHeld is a multiple-table UPDATE that ends
+	// it too, and end is empty (see updateWithLease). heldBy tells, after
+	// writeHeld wrote nothing, whether the lease is still held. Empty on
+	// PostgreSQL.
+	writeHeld, end store.Stmt
+	heldBy         string
 }
 
 // buildLeaseSQL writes the lease statements for the table of m. Lease rows
@@ -78,6 +89,14 @@ ON CONFLICT (resource, record_key) DO UPDATE SET owner = excluded.owner, token_h
   fence = l.fence + 1, acquired_ms = excluded.acquired_ms, expires_ms = excluded.expires_ms
 WHERE l.token_hash IS NULL OR l.expires_ms <= excluded.acquired_ms
 RETURNING record_key, fence, acquired_ms, expires_ms`
+	if m.caps.Name == dialect.Postgres {
+		// PostgreSQL may grant without waiting for the disk (see
+		// pgLeaseSQL), so a crash can lose a grant whose fence the holder
+		// has already seen: the fence is then the database clock in
+		// microseconds, or the previous fence + 1 when larger, as versions
+		// are, so that no fence is ever handed out twice.
+		acquire = pgGrant(key, table, match+live, "")
+	}
 	l := &leaseSQL{
 		acquire: w(acquire),
 		// A released lease keeps its row, and so its fence.
@@ -93,7 +112,46 @@ AND NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE ` + key + ` = ` + LeaseTable +
 			` AND l.record_key = ` + key + ` AND l.token_hash IS NOT NULL AND l.expires_ms > ` + now + `)`,
 	}
 	if m.caps.Name == dialect.Postgres {
-		l.pg = buildPGLeaseSQL(db, m, quote, table, key, match, live, strings.ReplaceAll(acquire, "NOW", now))
+		l.pg = buildPGLeaseSQL(db, m, quote, table, key, match, live)
+	}
+	if m.caps.Name != dialect.Postgres {
+		// Leases.Update checks the lease in the write itself, which names
+		// the record by its own key: a lease whose Key names another
+		// record is refused. Columns are qualified: the lease table has
+		// columns of the record's names (owner, say).
+		qual := "" // SQLite's SET names columns of its one table
+		if m.caps.VersionBack == dialect.LastInsertID {
+			qual = table + "."
+		}
+		var set strings.Builder
+		for _, f := range m.setCols {
+			set.WriteString(qual + quote(f.DBName) + " = ?, ")
+		}
+		version := qual + quote(m.version.DBName)
+		if m.caps.NextVersion != "" {
+			set.WriteString(version + " = " + m.caps.NextVersion)
+		} else {
+			set.WriteString(version + " = ?") // computed in Go (SQLite)
+		}
+		if m.updatedAt != nil {
+			set.WriteString(", " + qual + quote(m.updatedAt.DBName) + " = ?")
+		}
+		mine := `l.token_hash = ? AND l.fence = ? AND l.expires_ms > NOW`
+		if m.caps.VersionBack == dialect.LastInsertID {
+			// One statement writes the record and ends the lease: a
+			// multiple-table UPDATE, the record's row first (STRAIGHT_JOIN),
+			// in the order Leases.Acquire locks them (its INSERT ... SELECT
+			// reads the record with a shared lock first): InnoDB would
+			// otherwise deadlock the two.
+			l.writeHeld = w(`UPDATE ` + table + ` STRAIGHT_JOIN ` + LeaseTable + ` AS l ON l.resource = ? AND l.record_key = ? AND l.record_key = ` + key + `
+SET ` + set.String() + `, l.token_hash = NULL, l.expires_ms = NOW
+WHERE ` + match + ` AND COALESCE(` + table + `.` + quote(m.version.DBName) + `, 0) = ?` + live + ` AND ` + mine + `{bound}`)
+		} else {
+			l.writeHeld = w(`UPDATE ` + table + ` SET ` + set.String() + ` WHERE ` + match + ` AND COALESCE(` + version + `, 0) = ?` + live + `
+  AND EXISTS (SELECT 1 FROM ` + LeaseTable + ` AS l WHERE l.resource = ? AND l.record_key = ? AND l.record_key = ` + key + ` AND ` + mine + `){bound}`)
+			l.end = w(`UPDATE ` + LeaseTable + ` SET token_hash = NULL, expires_ms = NOW WHERE resource = ? AND record_key = ? AND token_hash = ?{bound}`)
+		}
+		l.heldBy = q(`SELECT 1 FROM ` + LeaseTable + ` WHERE ` + held)
 	}
 	if m.caps.VersionBack == dialect.LastInsertID {
 		// MySQL: no ON CONFLICT ... WHERE and no UPDATE ... RETURNING.
@@ -111,7 +169,11 @@ ON DUPLICATE KEY UPDATE
   ` + LeaseTable + `.token_hash = IF(@gormlock_take, VALUES(token_hash), ` + LeaseTable + `.token_hash),
   ` + LeaseTable + `.acquired_ms = IF(@gormlock_take, VALUES(acquired_ms), ` + LeaseTable + `.acquired_ms),
   ` + LeaseTable + `.expires_ms = IF(@gormlock_take, VALUES(expires_ms), ` + LeaseTable + `.expires_ms)`)
-		l.acquireBack = q(`SELECT record_key, fence, acquired_ms, expires_ms FROM ` + LeaseTable + ` WHERE resource = ? AND token_hash = ?`)
+		// By the record's key, the lease table's primary key; no row:
+		// the record is gone; NULLs: the lease is not the caller's.
+		l.acquireBack = q(`SELECT l.record_key, l.fence, l.acquired_ms, l.expires_ms FROM (SELECT ` + key + ` AS k FROM ` + table + ` WHERE ` + match + `) AS rec
+LEFT JOIN ` + LeaseTable + ` AS l ON l.resource = ? AND l.record_key = rec.k AND l.token_hash = ?`)
+		l.acquireBackAny = q(`SELECT record_key, fence, acquired_ms, expires_ms FROM ` + LeaseTable + ` WHERE resource = ? AND token_hash = ?`)
 		// The new expiry comes back as the LAST_INSERT_ID it sets.
 		l.renew = w(`UPDATE ` + LeaseTable + ` SET expires_ms = LAST_INSERT_ID(NOW + ?) WHERE ` + held + `{bound}`)
 	}
