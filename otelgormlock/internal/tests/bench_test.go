@@ -5,6 +5,7 @@ package otelgormlock_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
@@ -40,8 +41,8 @@ func (discard) Shutdown(context.Context) error                             { ret
 // with OpenTelemetry's no-op TracerProvider ("metrics"); or, the control
 // of what the library's call sites cost, an Observer that does nothing
 // ("nop"). The two modes alternate
-// in blocks of 50 calls within one run, so that a change in the machine's
-// load falls on both; each reports its process CPU time per call (user and
+// in blocks of 50 calls within one run, each pair of blocks in a random
+// order, so that a change in the machine's load falls on both; each reports its process CPU time per call (user and
 // system, getrusage: the batch processor's goroutine and the GC included),
 // the CPU time of the calling goroutine's thread alone (it is locked to
 // its thread), and its wall time per call; otel-cpu-% and
@@ -86,8 +87,15 @@ func alternate(b *testing.B, off, otel func()) {
 	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
 	b.ResetTimer()
+	flip := 0
 	for i := 0; i < b.N; {
-		m := (i / block) % 2
+		// Each pair of blocks runs in a random order: a periodic cost,
+		// such as SQLite's checkpoint every so many commits, would
+		// otherwise fall on the same mode every time.
+		if (i/block)%2 == 0 {
+			flip = rand.IntN(2)
+		}
+		m := (i/block + flip) % 2
 		n := min(block, b.N-i)
 		run := [2]func(){off, otel}[m]
 		c0, t0, w0 := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_THREAD), time.Now()
