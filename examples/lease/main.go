@@ -134,13 +134,30 @@ func run(ctx context.Context, w io.Writer, target string) (err error) {
 		}
 		return names[version]
 	}
+	// Fences only grow, but on PostgreSQL they are clock readings too:
+	// number them 1, 2, ... in the order they were granted, and check
+	// that each is larger than the one before.
+	var fences []int64
+	var fenceErr error
+	fence := func(l *repository.Lease) int {
+		for i, f := range fences {
+			if f == l.Fence {
+				return i + 1
+			}
+		}
+		if n := len(fences); n > 0 && l.Fence <= fences[n-1] && fenceErr == nil {
+			fenceErr = fmt.Errorf("fence %d granted after fence %d", l.Fence, fences[n-1])
+		}
+		fences = append(fences, l.Fence)
+		return len(fences)
+	}
 	p("gormlock lease: two editors, one document, on %s", db.Dialector.Name())
 	alice, aliceLease, err := docs.Leases().Acquire(ctx, id, "alice", repository.TTL(10*time.Second))
 	if err != nil {
 		return err
 	}
 	p("alice  get-and-lock                       -> ok: %q at version %s, fence %d, lease of %v",
-		alice.Title, v(aliceLease.Version), aliceLease.Fence, aliceLease.ExpiresAt.Sub(aliceLease.AcquiredAt))
+		alice.Title, v(aliceLease.Version), fence(aliceLease), aliceLease.ExpiresAt.Sub(aliceLease.AcquiredAt))
 
 	_, _, err = docs.Leases().Acquire(ctx, id, "bob")
 	var le *locking.LeaseError
@@ -171,7 +188,7 @@ func run(ctx context.Context, w io.Writer, target string) (err error) {
 	if err != nil {
 		return err
 	}
-	p("bob    get-and-lock                       -> ok: %q, fence %d", bob.Title, bobLease.Fence)
+	p("bob    get-and-lock                       -> ok: %q, fence %d", bob.Title, fence(bobLease))
 	p("bob    release with the token             -> %s", kind(docs.Leases().Release(ctx, bobLease)))
 	p("alice  release with her used lease        -> %s", kind(docs.Leases().Release(ctx, aliceLease)))
 
@@ -200,7 +217,8 @@ func run(ctx context.Context, w io.Writer, target string) (err error) {
 	if err != nil {
 		return err
 	}
-	p("bob    get-and-lock after the expiry      -> ok, fence %d (alice had %d)", bobLease.Fence, sleepy.Fence)
+	sleepyFence := fence(sleepy)
+	p("bob    get-and-lock after the expiry      -> ok, fence %d (alice had %d)", fence(bobLease), sleepyFence)
 	bob.Title = "Bob's edit"
 	if err := docs.Leases().Update(ctx, bob, bobLease); err != nil {
 		return err
@@ -212,7 +230,7 @@ func run(ctx context.Context, w io.Writer, target string) (err error) {
 		return err
 	}
 	p("final: %q at version %s", final.Title, v(final.Version))
-	return nil
+	return fenceErr
 }
 
 // open opens the database target names: PostgreSQL for a postgres:// or
