@@ -177,9 +177,9 @@ func (r *Repository[T]) Leases() *Leases[T] { return &Leases[T]{r: r} }
 // Neither its token nor its fence is ever handed out again. Any durable
 // commit after the grant (the holder's first write with it, say) makes the
 // grant durable too.
-func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...LeaseOption) (*T, *Lease, error) {
+func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...LeaseOption) (_ *T, _ *Lease, err error) {
 	r := ls.r
-	id, err := r.m.normalizeID(id)
+	id, err = r.m.normalizeID(id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,6 +190,8 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, end := r.observeLease(ctx, OpLeaseAcquire, id)
+	defer func() { end(err) }()
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, nil, fmt.Errorf("%s: Leases.Acquire: token: %w", r.m.table, err)
@@ -264,11 +266,14 @@ func (ls *Leases[T]) Get(ctx context.Context, id any) (*T, *LeaseState, error) {
 // wrong or missing token) gives an error matching locking.ErrLeased while
 // someone holds the record, and locking.ErrLeaseExpired when the lease ran
 // out, was released, or was released with its owner's leases.
-func (ls *Leases[T]) Release(ctx context.Context, l *Lease) error {
+func (ls *Leases[T]) Release(ctx context.Context, l *Lease) (err error) {
 	r := ls.r
-	if _, err := r.checkLease(l, "Leases.Release"); err != nil {
+	id, err := r.checkLease(l, "Leases.Release")
+	if err != nil {
 		return err
 	}
+	ctx, end := r.observeLease(ctx, OpLeaseRelease, id)
+	defer func() { end(err) }()
 	return r.release(ctx, l, "release")
 }
 
@@ -276,7 +281,7 @@ func (ls *Leases[T]) Release(ctx context.Context, l *Lease) error {
 // database's clock: the heartbeat of a holder that needs longer. It fails
 // like Leases.Release when the lease is no longer held, and never revives an
 // expired lease. On success l.ExpiresAt is the new expiry.
-func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) error {
+func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) (err error) {
 	r := ls.r
 	id, err := r.checkLease(l, "Leases.Renew")
 	if err != nil {
@@ -286,6 +291,8 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) e
 	if err != nil {
 		return err
 	}
+	ctx, end := r.observeLease(ctx, OpLeaseRenew, id)
+	defer func() { end(err) }()
 	var expires int64
 	args := append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
 	if r.m.caps.VersionBack == dialect.LastInsertID {

@@ -157,7 +157,7 @@ func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error 
 	return nil
 }
 
-func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) error {
+func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, method string, write func(context.Context, *T) error) (err error) {
 	id, err := r.checkLease(l, method)
 	if err != nil {
 		return err
@@ -173,10 +173,12 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	if err != nil {
 		return err
 	}
-	op := "update"
+	op, obsOp := "update", OpLeaseUpdate
 	if method == "Leases.Delete" {
-		op = "delete"
+		op, obsOp = "delete", OpLeaseDelete
 	}
+	ctx, end := r.observeLease(ctx, obsOp, id)
+	defer func() { end(err) }()
 	_, inTx := r.st.Conn(ctx)
 	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
 		// One statement, committed by itself (see pgLeaseSQL). Inside a

@@ -407,3 +407,24 @@ func (r *Repository[T]) rowLockWait(ctx context.Context, begin time.Time, lc loc
 	}
 	r.obs.Wait(ctx, Wait{Kind: RowLockWait, System: r.system, Table: r.m.table, Duration: d, Err: err})
 }
+
+// noEnd is what observeLease returns without an Observer.
+func noEnd(error) {}
+
+// observeLease tells the Observer that lease call op (OpLeaseAcquire, ...)
+// on record id begins. It returns the context the call goes on with and
+// the func the call defers with its error, which tells the Observer how it
+// ended (a grant, an expiry, a fencing refusal):
+//
+//	ctx, end := r.observeLease(ctx, OpLeaseAcquire, id)
+//	defer func() { end(err) }()
+//
+// Without an Observer it returns ctx and a func that does nothing, and
+// allocates nothing.
+func (r *Repository[T]) observeLease(ctx context.Context, op string, id any) (context.Context, func(error)) {
+	if r.obs == nil {
+		return ctx, noEnd
+	}
+	ctx, call := r.startCall(ctx, op, id)
+	return ctx, func(err error) { r.endCall(ctx, call, nil, err) }
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -326,4 +327,49 @@ func TestObserverPlugin(t *testing.T) {
 func increment(a *fixtures.Account) error {
 	a.Balance++
 	return nil
+}
+
+// Lease calls: a grant, a renewal, a release, a renewal of the released
+// lease (expired), a grant refused while another holder has the record,
+// and a write with the old lease after another holder took the record
+// (fenced off). The waits are left out: how many statements a lease call
+// sends differs by database.
+func TestObserverHearsLeases(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		sys := systemName(db)
+		mine, rec := observedRepo(t, db, repository.WithLeases())
+		a := newAccount(t, adaptiveRepo(t, db), "ann", 0)
+		leases := mine.Leases()
+
+		_, alice, err := leases.Acquire(ctx, a.ID, "alice", repository.TTL(20*time.Second))
+		require.NoError(t, err)
+		require.NoError(t, leases.Renew(ctx, alice, repository.TTL(20*time.Second)))
+		require.NoError(t, leases.Release(ctx, alice))
+		require.ErrorIs(t, leases.Renew(ctx, alice), locking.ErrLeaseExpired)
+		e, bob, err := leases.Acquire(ctx, a.ID, "bob", repository.TTL(20*time.Second))
+		require.NoError(t, err)
+		_, _, err = leases.Acquire(ctx, a.ID, "carol")
+		require.ErrorIs(t, err, locking.ErrLeased)
+		require.ErrorIs(t, leases.Update(ctx, e, alice), locking.ErrLeased)
+		require.NoError(t, leases.Update(ctx, e, bob))
+
+		var got []string
+		for _, l := range rec.take() {
+			if !strings.HasPrefix(l, "wait ") {
+				got = append(got, l)
+			}
+		}
+		start := func(op string) string { return fmt.Sprintf("start %s %s accounts id=%d", sys, op, a.ID) }
+		require.Equal(t, []string{
+			start("leaseAcquire"), "end leaseAcquire: 0 attempts, 0 locked, lease granted",
+			start("leaseRenew"), "end leaseRenew: 0 attempts, 0 locked",
+			start("leaseRelease"), "end leaseRelease: 0 attempts, 0 locked",
+			start("leaseRenew"), "end leaseRenew: 0 attempts, 0 locked, error, lease expired",
+			start("leaseAcquire"), "end leaseAcquire: 0 attempts, 0 locked, lease granted",
+			start("leaseAcquire"), "end leaseAcquire: 0 attempts, 0 locked, error",
+			start("leaseUpdate"), "end leaseUpdate: 0 attempts, 0 locked, error, lease fenced",
+			start("leaseUpdate"), "end leaseUpdate: 0 attempts, 0 locked",
+		}, got)
+	})
 }

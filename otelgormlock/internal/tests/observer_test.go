@@ -422,3 +422,45 @@ func TestNew(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), got.Balance)
 }
+
+// Lease calls: a grant, a release, a renewal of the released lease
+// (expired), a second grant, and a write with the first lease after it
+// (fenced off): one count each, and a span per call with its lease event.
+func TestLeaseEvents(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testdb.Ctx(t)
+		tm := newTelemetry(t, db)
+		leases := tm.repo(t, db, repository.WithLeases()).Leases()
+		a := newAccount(t, plain(t, db), "ann")
+
+		_, alice, err := leases.Acquire(ctx, a.ID, "alice")
+		require.NoError(t, err)
+		require.NoError(t, leases.Release(ctx, alice))
+		require.ErrorIs(t, leases.Renew(ctx, alice), locking.ErrLeaseExpired)
+		e, _, err := leases.Acquire(ctx, a.ID, "bob")
+		require.NoError(t, err)
+		require.ErrorIs(t, leases.Update(ctx, e, alice), locking.ErrLeased)
+
+		assert.Equal(t, map[string]int64{"db.operation.name=leaseAcquire": 2}, tm.counts(t, "gormlock.lease.grants"))
+		assert.Equal(t, map[string]int64{"db.operation.name=leaseRenew": 1}, tm.counts(t, "gormlock.lease.expiries"))
+		assert.Equal(t, map[string]int64{"db.operation.name=leaseUpdate": 1}, tm.counts(t, "gormlock.lease.fencing_refusals"))
+		assert.Equal(t, map[string]int64{
+			"db.operation.name=leaseAcquire":                        2,
+			"db.operation.name=leaseRelease":                        1,
+			"db.operation.name=leaseRenew,error.type=lease_expired": 1,
+			"db.operation.name=leaseUpdate,error.type=leased":       1,
+		}, tm.counts(t, "gormlock.call.duration"))
+		assert.Empty(t, tm.counts(t, "gormlock.mutate.attempts"))
+
+		var names, events []string
+		for _, s := range tm.ended() {
+			names = append(names, s.Name)
+			events = append(events, s.Attrs["gormlock.lease.event"]+"/"+s.Attrs["error.type"])
+			assert.Equal(t, tm.system, s.Attrs["db.system.name"])
+			assert.Equal(t, "accounts", s.Attrs["db.collection.name"])
+			assert.Empty(t, s.Events)
+		}
+		assert.Equal(t, []string{"leaseAcquire accounts", "leaseRelease accounts", "leaseRenew accounts", "leaseAcquire accounts", "leaseUpdate accounts"}, names)
+		assert.Equal(t, []string{"granted/", "/", "expired/lease_expired", "granted/", "fenced/leased"}, events)
+	})
+}
