@@ -18,8 +18,9 @@ import (
 )
 
 // The attributes of one table's calls of one operation are built once, on
-// its first call, and kept: recording a measurement then allocates
-// nothing, and a span starts with options made beforehand. Tables and
+// its first call, and kept with the counters' values for them: counting
+// is an atomic add, recording a measurement allocates nothing, and a span
+// starts with options made beforehand. Tables and
 // operations are few (one entry per repository and call kind), and so are
 // error types (errorType).
 
@@ -45,6 +46,25 @@ type attrSets struct {
 	attempts [2][repository.AttemptFailed + 1]opts
 	withErr  sync.Map // error.type -> *opts
 	kvs      []attribute.KeyValue
+	// n are the counters' values for these attributes, which the
+	// meter's callback reports: counting is an atomic add.
+	n counts
+}
+
+// counts are the values of the counters for one attrSets.
+type counts struct {
+	attempts, conflicts               [2][repository.AttemptFailed + 1]atomic.Int64
+	escalations, releases, giveUps    atomic.Int64
+	grants, expiries, fenced, unknown atomic.Int64
+}
+
+// each calls fn with every attrSets built so far.
+func (c *attrCache) each(fn func(*attrSets)) {
+	if m := c.m.Load(); m != nil {
+		for _, s := range *m {
+			fn(s)
+		}
+	}
 }
 
 // of returns the attributes of op's calls on table.
@@ -103,8 +123,9 @@ func newAttrSets(k attrKey) *attrSets {
 	return s
 }
 
-// attempt returns the attributes of an attempt.
-func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) opts {
+// attempt returns the indexes of an attempt's attributes and counts in
+// attempts and n: locked (0, 1) and outcome.
+func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) (int, int) {
 	l := 0
 	if locked {
 		l = 1
@@ -112,7 +133,7 @@ func (s *attrSets) attempt(locked bool, outcome repository.AttemptOutcome) opts 
 	if int(outcome) >= len(s.attempts[l]) {
 		outcome = repository.AttemptFailed
 	}
-	return s.attempts[l][outcome]
+	return l, int(outcome)
 }
 
 // withError returns the base attributes with error.type errType, or
@@ -129,19 +150,19 @@ func (s *attrSets) withError(errType string) opts {
 	return *actual.(*opts)
 }
 
-// opts are one attribute set as the options of a counter's Add and of a
-// histogram's Record. Passed as a slice made beforehand (opts.add...), they
+// opts are one attribute set as the options of a counter's Observe and of
+// a histogram's Record. Passed as a slice made beforehand (opts.add...), they
 // cost no allocation; a single option would be put in a new slice each
 // time.
 type opts struct {
-	add []metric.AddOption
+	obs []metric.ObserveOption
 	rec []metric.RecordOption
 }
 
 // optsOf returns the options of the attribute set of kvs.
 func optsOf(kvs ...attribute.KeyValue) opts {
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+	return opts{obs: []metric.ObserveOption{o}, rec: []metric.RecordOption{o}}
 }
 
 // errorTypes name the conditions gormlock reports, as error.type: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -108,9 +109,12 @@ type Observer struct {
 	tracer trace.Tracer
 
 	callDuration, rowLockWait, gateWait metric.Float64Histogram
-	attempts, conflicts, escalations    metric.Int64Counter
-	releases, giveUps, unknown          metric.Int64Counter
-	grants, expiries, fenced            metric.Int64Counter
+	// The counters are asynchronous: the calls add to the values kept
+	// with their attributes (attrSets.n), and report reads them when the
+	// meter collects.
+	attempts, conflicts, escalations metric.Int64ObservableCounter
+	releases, giveUps, unknown       metric.Int64ObservableCounter
+	grants, expiries, fenced         metric.Int64ObservableCounter
 
 	sets attrCache
 }
@@ -182,8 +186,8 @@ func New(opts ...Option) (*Observer, error) {
 		errs = append(errs, err)
 		return h
 	}
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		ctr, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		ctr, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		errs = append(errs, err)
 		return ctr
 	}
@@ -202,7 +206,40 @@ func New(opts ...Option) (*Observer, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelgormlock: creating the instruments: %w", err)
 	}
+	if _, err := m.RegisterCallback(o.report, o.attempts, o.conflicts, o.escalations, o.releases, o.giveUps,
+		o.unknown, o.grants, o.expiries, o.fenced); err != nil {
+		return nil, fmt.Errorf("otelgormlock: registering the counters' callback: %w", err)
+	}
 	return o, nil
+}
+
+// report observes the counters' values, those that are not zero: a
+// counter that was never added to has no point.
+func (o *Observer) report(_ context.Context, ob metric.Observer) error {
+	o.sets.each(func(s *attrSets) {
+		for l := range s.n.attempts {
+			for k := range s.n.attempts[l] {
+				if v := s.n.attempts[l][k].Load(); v > 0 {
+					ob.ObserveInt64(o.attempts, v, s.attempts[l][k].obs...)
+				}
+				if v := s.n.conflicts[l][k].Load(); v > 0 {
+					ob.ObserveInt64(o.conflicts, v, s.attempts[l][k].obs...)
+				}
+			}
+		}
+		for _, c := range [...]struct {
+			ctr metric.Int64ObservableCounter
+			n   *atomic.Int64
+		}{
+			{o.escalations, &s.n.escalations}, {o.releases, &s.n.releases}, {o.giveUps, &s.n.giveUps},
+			{o.unknown, &s.n.unknown}, {o.grants, &s.n.grants}, {o.expiries, &s.n.expiries}, {o.fenced, &s.n.fenced},
+		} {
+			if v := c.n.Load(); v > 0 {
+				ob.ObserveInt64(c.ctr, v, s.base.obs...)
+			}
+		}
+	})
+	return nil
 }
 
 // StartCall implements repository.Observer: it starts the call's span.
@@ -216,10 +253,10 @@ func (o *Observer) StartCall(ctx context.Context, c repository.Call) context.Con
 // conflict), and adds its event to the call's span.
 func (o *Observer) Attempt(ctx context.Context, c repository.Call, a repository.Attempt) {
 	s := o.sets.of(c.System, c.Table, c.Op)
-	opt := s.attempt(a.Locked, a.Outcome)
-	o.attempts.Add(ctx, 1, opt.add...)
+	l, k := s.attempt(a.Locked, a.Outcome)
+	s.n.attempts[l][k].Add(1)
 	if a.Outcome == repository.AttemptConflict || a.Outcome == repository.AttemptAborted {
-		o.conflicts.Add(ctx, 1, opt.add...)
+		s.n.conflicts[l][k].Add(1)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(EventAttempt, trace.WithAttributes(
@@ -238,21 +275,21 @@ func (o *Observer) EndCall(ctx context.Context, c repository.Call, end repositor
 	o.callDuration.Record(ctx, time.Since(c.Start).Seconds(), s.withError(errType).rec...)
 	rep := end.Report
 	if rep.Escalated {
-		o.escalations.Add(ctx, 1, s.base.add...)
+		s.n.escalations.Add(1)
 	}
 	if rep.Released {
-		o.releases.Add(ctx, 1, s.base.add...)
+		s.n.releases.Add(1)
 	}
 	if errors.Is(end.Err, locking.ErrRetriesExhausted) {
-		o.giveUps.Add(ctx, 1, s.base.add...)
+		s.n.giveUps.Add(1)
 	}
 	switch end.Lease {
 	case repository.LeaseGranted:
-		o.grants.Add(ctx, 1, s.base.add...)
+		s.n.grants.Add(1)
 	case repository.LeaseExpired:
-		o.expiries.Add(ctx, 1, s.base.add...)
+		s.n.expiries.Add(1)
 	case repository.LeaseFenced:
-		o.fenced.Add(ctx, 1, s.base.add...)
+		s.n.fenced.Add(1)
 	}
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -292,5 +329,5 @@ func (o *Observer) Wait(ctx context.Context, w repository.Wait) {
 
 // UnknownOutcome implements repository.Observer: it counts the write.
 func (o *Observer) UnknownOutcome(ctx context.Context, u repository.UnknownOutcome) {
-	o.unknown.Add(ctx, 1, o.sets.of(u.System, u.Table, "").base.add...)
+	o.sets.of(u.System, u.Table, "").n.unknown.Add(1)
 }
