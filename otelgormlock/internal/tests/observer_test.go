@@ -464,3 +464,49 @@ func TestLeaseEvents(t *testing.T) {
 		assert.Equal(t, []string{"granted/", "/", "expired/lease_expired", "granted/", "fenced/leased"}, events)
 	})
 }
+
+// A lost answer to COMMIT: MutateRowLocked's transaction commits on the
+// server, and the connection is cut before the answer reaches the client.
+// The unknown outcome is counted once, by the COMMIT, and the locked
+// attempt's outcome is "unknown".
+func TestUnknownCommit(t *testing.T) {
+	for _, d := range []string{"postgres", "mariadb"} {
+		t.Run(d, func(t *testing.T) {
+			var direct, proxied *gorm.DB
+			var proxy *faultproxy.Proxy
+			if d == "postgres" {
+				direct, proxied, proxy = viaProxyPostgres(t)
+			} else {
+				direct, proxied, proxy = viaProxyMariaDB(t)
+			}
+			ctx := testdb.Ctx(t)
+			tm := newTelemetry(t, direct)
+			mine := tm.repo(t, proxied)
+			a := newAccount(t, plain(t, direct), "ann")
+
+			rule := faultproxy.Rule{Match: "COMMIT", Action: faultproxy.CutAfter}
+			if d == "mariadb" {
+				rule.Skip = 1 // the transaction's SET ... READ COMMITTED
+			}
+			proxy.Arm(rule)
+			_, err := mine.MutateRowLocked(ctx, a.ID, increment)
+			require.ErrorIs(t, err, locking.ErrCommitUnknown)
+			require.Equal(t, 1, proxy.Fired())
+			require.Eventually(t, func() bool {
+				got, err := plain(t, direct).Get(ctx, a.ID)
+				require.NoError(t, err)
+				return got.Balance == 1
+			}, 10*time.Second, 10*time.Millisecond, "the server committed the transaction whose answer was lost")
+
+			assert.Equal(t, map[string]int64{"": 1}, tm.counts(t, "gormlock.write.unknown_outcomes"))
+			assert.Equal(t, map[string]int64{
+				"db.operation.name=mutateRowLocked,gormlock.attempt.locked=true,gormlock.attempt.outcome=unknown": 1,
+			}, tm.counts(t, "gormlock.mutate.attempts"))
+			assert.Equal(t, map[string]int64{"db.operation.name=mutateRowLocked,error.type=commit_unknown": 1}, tm.counts(t, "gormlock.call.duration"))
+			spans := tm.ended()
+			require.Len(t, spans, 1)
+			assert.Equal(t, []string{attempt(1, true, "unknown")}, spans[0].Events)
+			assert.Equal(t, "commit_unknown", spans[0].Attrs["error.type"])
+		})
+	}
+}
