@@ -510,3 +510,53 @@ func TestUnknownCommit(t *testing.T) {
 		})
 	}
 }
+
+// fn writes its own record through another connection while its call
+// holds the row lock: the locked attempt's transaction is rolled back
+// after its time limit, which releases the lock, and the call goes on
+// optimistic. One lock release, the attempt outcomes "released" then
+// "applied", and the span says so.
+func TestLockReleased(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx, cancel := context.WithTimeout(testdb.Ctx(t), 60*time.Second)
+		defer cancel()
+		tm := newTelemetry(t, db)
+		mine, other := tm.repo(t, db), plain(t, db)
+		a := newAccount(t, other, "ann")
+
+		// A lost race makes the record hot: the next call starts locked.
+		first := true
+		_, err := mine.Mutate(ctx, a.ID, func(x *fixtures.Account) error {
+			if first {
+				first = false
+				_, err := other.Mutate(context.Background(), a.ID, increment)
+				require.NoError(t, err)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+
+		var rep repository.MutateReport
+		_, err = mine.Mutate(ctx, a.ID, func(x *fixtures.Account) error {
+			if err := db.WithContext(ctx).Model(&fixtures.Account{}).Where("id = ?", x.ID).Update("owner", "bob").Error; err != nil {
+				return err
+			}
+			return increment(x)
+		}, repository.Report(&rep))
+		require.NoError(t, err)
+		require.True(t, rep.Hot && rep.Released, "%v", rep)
+
+		assert.Equal(t, map[string]int64{"db.operation.name=mutate": 1}, tm.counts(t, "gormlock.mutate.lock_releases"))
+		assert.Equal(t, map[string]int64{
+			"db.operation.name=mutate,gormlock.attempt.locked=false,gormlock.attempt.outcome=conflict": 1,
+			"db.operation.name=mutate,gormlock.attempt.locked=true,gormlock.attempt.outcome=applied":   1,
+			"db.operation.name=mutate,gormlock.attempt.locked=true,gormlock.attempt.outcome=released":  1,
+			"db.operation.name=mutate,gormlock.attempt.locked=false,gormlock.attempt.outcome=applied":  1,
+		}, tm.counts(t, "gormlock.mutate.attempts"))
+		spans := tm.ended("gormlock.waited")
+		require.Len(t, spans, 2)
+		assert.Equal(t, []string{attempt(1, true, "released"), attempt(2, false, "applied")}, spans[1].Events)
+		assert.Equal(t, tm.callAttrs("mutate", "gormlock.attempts", "2", "gormlock.locked_attempts", "1",
+			"gormlock.hot", "true", "gormlock.released", "true"), spans[1].Attrs)
+	})
+}
