@@ -190,8 +190,8 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, end := r.observeLease(ctx, OpLeaseAcquire, id)
-	defer func() { end(err) }()
+	ctx, oc := r.observeLease(ctx, OpLeaseAcquire, id)
+	defer func() { oc.end(err) }()
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, nil, fmt.Errorf("%s: Leases.Acquire: token: %w", r.m.table, err)
@@ -272,8 +272,8 @@ func (ls *Leases[T]) Release(ctx context.Context, l *Lease) (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, end := r.observeLease(ctx, OpLeaseRelease, id)
-	defer func() { end(err) }()
+	ctx, oc := r.observeLease(ctx, OpLeaseRelease, id)
+	defer func() { oc.end(err) }()
 	return r.release(ctx, l, "release")
 }
 
@@ -291,8 +291,8 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) (
 	if err != nil {
 		return err
 	}
-	ctx, end := r.observeLease(ctx, OpLeaseRenew, id)
-	defer func() { end(err) }()
+	ctx, oc := r.observeLease(ctx, OpLeaseRenew, id)
+	defer func() { oc.end(err) }()
 	var expires int64
 	args := append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
 	if r.m.caps.VersionBack == dialect.LastInsertID {

@@ -177,8 +177,8 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	if method == "Leases.Delete" {
 		op, obsOp = "delete", OpLeaseDelete
 	}
-	ctx, end := r.observeLease(ctx, obsOp, id)
-	defer func() { end(err) }()
+	ctx, oc := r.observeLease(ctx, obsOp, id)
+	defer func() { oc.end(err) }()
 	_, inTx := r.st.Conn(ctx)
 	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
 		// One statement, committed by itself (see pgLeaseSQL). Inside a

@@ -408,23 +408,34 @@ func (r *Repository[T]) rowLockWait(ctx context.Context, begin time.Time, lc loc
 	r.obs.Wait(ctx, Wait{Kind: RowLockWait, System: r.system, Table: r.m.table, Duration: d, Err: err})
 }
 
-// noEnd is what observeLease returns without an Observer.
-func noEnd(error) {}
-
 // observeLease tells the Observer that lease call op (OpLeaseAcquire, ...)
 // on record id begins. It returns the context the call goes on with and
-// the func the call defers with its error, which tells the Observer how it
-// ended (a grant, an expiry, a fencing refusal):
+// the call, whose end the call defers with its error, which tells the
+// Observer how it ended (a grant, an expiry, a fencing refusal):
 //
-//	ctx, end := r.observeLease(ctx, OpLeaseAcquire, id)
-//	defer func() { end(err) }()
+//	ctx, oc := r.observeLease(ctx, OpLeaseAcquire, id)
+//	defer func() { oc.end(err) }()
 //
-// Without an Observer it returns ctx and a func that does nothing, and
-// allocates nothing.
-func (r *Repository[T]) observeLease(ctx context.Context, op string, id any) (context.Context, func(error)) {
+// Neither allocates, with an Observer or without.
+func (r *Repository[T]) observeLease(ctx context.Context, op string, id any) (context.Context, observedCall) {
 	if r.obs == nil {
-		return ctx, noEnd
+		return ctx, observedCall{}
 	}
 	ctx, call := r.startCall(ctx, op, id)
-	return ctx, func(err error) { r.endCall(ctx, call, nil, err) }
+	return ctx, observedCall{obs: r.obs, ctx: ctx, call: call}
+}
+
+// observedCall is a lease call the Observer was told of; zero without an
+// Observer.
+type observedCall struct {
+	obs  Observer
+	ctx  context.Context
+	call Call
+}
+
+// end tells the Observer that the call returns err.
+func (c observedCall) end(err error) {
+	if c.obs != nil {
+		c.obs.EndCall(c.ctx, c.call, CallEnd{Err: err, Lease: leaseEventOf(c.call.Op, err)})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -372,4 +373,76 @@ func TestObserverHearsLeases(t *testing.T) {
 			start("leaseUpdate"), "end leaseUpdate: 0 attempts, 0 locked",
 		}, got)
 	})
+}
+
+// nopObserver is an Observer that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) StartCall(ctx context.Context, _ repository.Call) context.Context { return ctx }
+func (nopObserver) Attempt(context.Context, repository.Call, repository.Attempt)     {}
+func (nopObserver) EndCall(context.Context, repository.Call, repository.CallEnd)     {}
+func (nopObserver) Wait(context.Context, repository.Wait)                            {}
+func (nopObserver) UnknownOutcome(context.Context, repository.UnknownOutcome)        {}
+
+// markingObserver is nopObserver whose StartCall returns a context of its
+// own, as a tracer does: one allocation per call.
+type markingObserver struct{ nopObserver }
+
+func (markingObserver) StartCall(ctx context.Context, c repository.Call) context.Context {
+	return context.WithValue(ctx, callKey{}, mark)
+}
+
+// mark is markingObserver's context value, boxed once.
+var mark any = "mark"
+
+// The library's call sites allocate nothing for an Observer: a Mutate, a
+// MutateRowLocked and a lease renewal allocate as much with an Observer
+// that does nothing as without one. The negative control: an Observer
+// whose StartCall makes a context allocates one more per call, and the
+// count shows it.
+func TestObserverCallSitesAllocateNothing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		observerAllocs(t, db)
+	})
+}
+
+func observerAllocs(t *testing.T, db *gorm.DB) {
+	ctx := context.Background()
+	allocs := func(obs repository.Observer) float64 {
+		r, err := repository.New[fixtures.Account](db, repository.WithObserver(obs), repository.WithLeases())
+		require.NoError(t, err)
+		a, b := newAccount(t, r, "ann", 0), newAccount(t, r, "bob", 0)
+		_, l, err := r.Leases().Acquire(ctx, b.ID, "bob", repository.TTL(20*time.Second))
+		require.NoError(t, err)
+		call := func() {
+			_, err := r.Mutate(ctx, a.ID, increment)
+			require.NoError(t, err)
+			_, err = r.MutateRowLocked(ctx, a.ID, increment)
+			require.NoError(t, err)
+			require.NoError(t, r.Leases().Renew(ctx, l, repository.TTL(20*time.Second)))
+		}
+		for range 20 {
+			call() // the pools and caches settle
+		}
+		return meanAllocs(200, call)
+	}
+	// The drivers' own goroutines allocate now and then (more under
+	// -race): the means are compared to within half an allocation.
+	none := allocs(nil)
+	require.InDelta(t, none, allocs(nopObserver{}), 0.5)
+	require.InDelta(t, none+3, allocs(markingObserver{}), 0.5, "the control: three calls, one context each")
+}
+
+// meanAllocs is the mean number of allocations of a run of f, as
+// testing.AllocsPerRun counts them but not rounded down.
+func meanAllocs(runs int, f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs)
 }
