@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -79,5 +80,49 @@ func hostilePluginCases() []hostileCase {
 				a.ID, a.Owner = math.MaxInt64, "ghost"
 				return f.db.WithContext(ctx).Save(&a).Error
 			}},
+		{api: "ObserverPlugin", input: "nil Observer: refused, nothing registered", fresh: true, want: hostileInvalid,
+			call: func(_ context.Context, f *hostileFixture) error {
+				err := f.db.Use(repository.ObserverPlugin(nil))
+				if _, ok := f.db.Config.Plugins["gormlock:observer"]; ok {
+					return hostileCheck("a nil Observer was registered")
+				}
+				return err
+			}},
+		{api: "ObserverPlugin", input: "registered twice", fresh: true, want: hostileIs(gorm.ErrRegistered),
+			call: func(_ context.Context, f *hostileFixture) error {
+				if err := f.db.Use(repository.ObserverPlugin(&countingObserver{})); err != nil {
+					return hostileCheck("the first registration failed: %v", err)
+				}
+				return f.db.Use(repository.ObserverPlugin(&countingObserver{}))
+			}},
+		{api: "New", uses: []string{"WithObserver", "ObserverPlugin"}, input: "WithObserver(nil) beside a registered Observer: observes nothing",
+			fresh: true, want: hostileNotFound, call: func(ctx context.Context, f *hostileFixture) error {
+				registered := &countingObserver{}
+				if err := f.db.Use(repository.ObserverPlugin(registered)); err != nil {
+					return err
+				}
+				r, err := repository.New[fixtures.Account](f.db, repository.WithObserver(nil))
+				if err != nil {
+					return err
+				}
+				_, err = r.Mutate(ctx, int64(math.MaxInt64), func(a *fixtures.Account) error { a.Balance++; return nil })
+				if n := registered.calls.Load(); n != 0 {
+					return hostileCheck("the registered Observer heard %d calls", n)
+				}
+				return err
+			}},
 	}
 }
+
+// countingObserver is a repository.Observer that counts the calls it is
+// told of.
+type countingObserver struct{ calls atomic.Int64 }
+
+func (o *countingObserver) StartCall(ctx context.Context, _ repository.Call) context.Context {
+	o.calls.Add(1)
+	return ctx
+}
+func (*countingObserver) Attempt(context.Context, repository.Call, repository.Attempt) {}
+func (*countingObserver) EndCall(context.Context, repository.Call, repository.CallEnd) {}
+func (*countingObserver) Wait(context.Context, repository.Wait)                        {}
+func (*countingObserver) UnknownOutcome(context.Context, repository.UnknownOutcome)    {}

@@ -1606,7 +1606,7 @@ var hostileFunctions = []string{
 	"Retry", "WithLeases", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
 	"VerifyOperationSchema", "WithCallbacks", "WithTx", "Tx", "Permanently", "SkipAssociations", "IncludeDeleted", "Preload",
 	"WithAdaptive", "Report", "WithMutateHook", "Add", "SetTo", "Expr", "If",
-	"Plugin", "GuardGORMUpdates", "StrictGORMWrites", "Columns",
+	"Plugin", "GuardGORMUpdates", "StrictGORMWrites", "Columns", "WithObserver", "ObserverPlugin",
 }
 
 // TestHostileCoverage proves the hostile table has no gap: every exported
