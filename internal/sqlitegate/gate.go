@@ -57,14 +57,12 @@ type sqliteGate struct {
 	// mu guards the hand-over of the cross-process lock between this
 	// process's writers: waiting counts the writers blocked in enter, kept
 	// says that the writer who left kept the lock for the next one,
-	// crossSince is when this process took it from the other processes,
-	// and batch how many of the writers waiting then may still have it
-	// before it goes back to them.
+	// and crossSince is when this process took it from the other
+	// processes.
 	mu         sync.Mutex
 	waiting    int
 	kept       bool
 	crossSince time.Time
-	batch      int
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -74,8 +72,12 @@ type sqliteGate struct {
 // for it, instead of queueing behind every other process for each write:
 // handing the lock to another process costs a wake-up of that process,
 // which on a busy machine takes as long as a write, or longer. While other
-// processes wait, the lock is kept only for the writers that were waiting
-// when this process took it, each once, and for crossBatch at most.
+// processes wait, the lock is kept for crossBatch at most: long enough for
+// a process to write a batch (and for a writer that arrives while the
+// batch runs to join it), short enough that every other process in the
+// queue gets its turn within a few batches. Keeping it only for the writers
+// that waited when the process took it measured 0.7–0.9× the throughput
+// with the same tail.
 const crossBatch = 2 * time.Millisecond
 
 var sqliteGates sync.Map // weak.Pointer[sql.DB] -> *sqliteGate
@@ -188,9 +190,8 @@ func (g *sqliteGate) giveUp() {
 // crossBatch allows, and lets it go otherwise.
 func (g *sqliteGate) leave(crossed bool) {
 	g.mu.Lock()
-	if crossed && g.waiting > 0 && (g.batch > 0 && time.Since(g.crossSince) < crossBatch || !g.cross.contended()) {
+	if crossed && g.waiting > 0 && (time.Since(g.crossSince) < crossBatch || !g.cross.contended()) {
 		g.kept = true
-		g.batch--
 		<-g.turn
 		g.mu.Unlock()
 		return
@@ -288,7 +289,7 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 		}
 		c.crossed = true
 		g.mu.Lock()
-		g.crossSince, g.batch = time.Now(), g.waiting
+		g.crossSince = time.Now()
 		g.mu.Unlock()
 	}
 	return c, nil
