@@ -196,8 +196,44 @@ func (g *sqliteGate) leave(crossed bool) {
 		g.mu.Unlock()
 		return
 	}
+	if crossed && g.cross.contended() && time.Since(g.crossSince) < crossBatch {
+		// Nobody of this process waits yet; the caller that comes next
+		// (the next caller of a record, which waited for this one's turn
+		// on it) often arrives within crossLinger.
+		g.kept = true
+		<-g.turn
+		g.mu.Unlock()
+		time.AfterFunc(crossLinger, g.dropKept)
+		return
+	}
 	g.mu.Unlock()
 	if crossed {
+		g.cross.unlock()
+	}
+	<-g.turn
+}
+
+// crossLinger is how long a writer that leaves while nobody of its process
+// waits at the gate keeps the cross-process lock for a writer of its
+// process that may come, within crossBatch. Callers of one record in one
+// process take turns before they reach the gate, so without it every
+// write of a hot record was a hand-over between processes: 0.5× the
+// throughput of flock alone.
+const crossLinger = 200 * time.Microsecond
+
+// dropKept lets the cross-process lock go if it is still kept and no
+// writer has the turn.
+func (g *sqliteGate) dropKept() {
+	select {
+	case g.turn <- struct{}{}:
+	default:
+		return // a writer has the turn, and the kept lock with it
+	}
+	g.mu.Lock()
+	kept := g.kept
+	g.kept = false
+	g.mu.Unlock()
+	if kept {
 		g.cross.unlock()
 	}
 	<-g.turn
