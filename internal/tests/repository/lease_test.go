@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -445,6 +446,9 @@ func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
 	newDoc(t, docs, "doc-1")
 	written := make(chan struct{})
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // a failed assertion must not leave the writer's transaction open
 	writer := make(chan error, 1)
 	var wrote int64
 	go func() {
@@ -474,12 +478,19 @@ func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
 		d, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
 		got <- result{d, l, err}
 	}()
+	// The grant's statement is longer than pg_stat_activity keeps of a
+	// query (1 KB by default): match its beginning.
 	require.Eventually(t, func() bool {
 		var n int64
-		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'").Scan(&n).Error)
+		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH g AS (INSERT INTO gormlock_leases%'").Scan(&n).Error)
 		return n > 0
 	}, 10*time.Second, 5*time.Millisecond, "Leases.Acquire waits for the write holding the row")
-	close(release)
+	select {
+	case r := <-got:
+		t.Fatalf("Acquire returned while the write was in progress: %v", r.err)
+	default:
+	}
+	letGo()
 	require.NoError(t, <-writer)
 	r := <-got
 	require.NoError(t, r.err)
