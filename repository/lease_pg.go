@@ -220,12 +220,9 @@ func (r *Repository[T]) scanLeaseRow(ctx context.Context, rows *sql.Rows, rv ref
 // updateWithLeasePG is Leases.Update in one statement (see pgLeaseSQL),
 // for a model without update hooks, outside a transaction.
 func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, id any, expected int64) error {
-	rv := reflect.ValueOf(e).Elem()
-	if err := r.refuseAssociations(ctx, rv, "Update", id); err != nil {
+	rv, err := r.leaseWriteChecks(ctx, e, id, expected)
+	if err != nil {
 		return err
-	}
-	if expected >= 1<<63-2 {
-		return locking.Invalid("%s: Leases.Update id=%v: version %d has no successor", r.m.table, id, expected)
 	}
 	hash := hashToken(l.Token)
 	args := make([]any, 0, 2*len(r.m.pks)+len(r.m.setCols)+10)
@@ -243,22 +240,12 @@ func (r *Repository[T]) updateWithLeasePG(ctx context.Context, e *T, l *Lease, i
 	args = append(args, r.m.table, l.Key, hash, l.Fence, r.m.table, l.Key, hash)
 	var ended int64
 	var version sql.NullInt64
-	err := r.st.Exec(ctx, r.m.leases.pg.writeRelease, args, r.st.QueryRowScan(&version, &ended))
+	err = r.st.Exec(ctx, r.m.leases.pg.writeRelease, args, r.st.QueryRowScan(&version, &ended))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
 	case !version.Valid:
-		// Nothing written: the lease is gone, or the version was stale.
-		db, _ := r.st.Conn(ctx)
-		var one int
-		err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.pg.held, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence), &one)
-		switch {
-		case store.IsNoRows(err):
-			return r.leaseRefused(ctx, id, l.Fence, "update")
-		case err != nil:
-			return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, locking.Classify(err))
-		}
-		return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false)
+		return r.leaseWriteMissed(ctx, r.m.leases.pg.held, l, id, hash, expected)
 	case ended != 1:
 		// The lease row was locked, so this cannot happen; say so
 		// rather than hide it.

@@ -20,12 +20,9 @@ import (
 // writing through Update's statement with its lease guard, saves a
 // sub-select per write, and on MySQL the transaction's four round trips.
 func (r *Repository[T]) updateWithLease(ctx context.Context, e *T, l *Lease, id any, expected int64) error {
-	rv := reflect.ValueOf(e).Elem()
-	if err := r.refuseAssociations(ctx, rv, "Update", id); err != nil {
+	rv, err := r.leaseWriteChecks(ctx, e, id, expected)
+	if err != nil {
 		return err
-	}
-	if expected >= 1<<63-2 {
-		return locking.Invalid("%s: Leases.Update id=%v: version %d has no successor", r.m.table, id, expected)
 	}
 	hash := hashToken(l.Token)
 	multi := r.m.caps.VersionBack == dialect.LastInsertID
@@ -54,7 +51,6 @@ func (r *Repository[T]) updateWithLease(ctx context.Context, e *T, l *Lease, id 
 	}
 	args = append(args, hash, l.Fence)
 	var n int64
-	var err error
 	if multi {
 		n, w.version, err = r.st.ExecResultID(ctx, r.m.leases.writeHeld, args)
 	} else {
@@ -65,17 +61,7 @@ func (r *Repository[T]) updateWithLease(ctx context.Context, e *T, l *Lease, id 
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, err)
 	}
 	if n == 0 {
-		// Nothing written: the lease is gone, or the version was stale.
-		db, _ := r.st.Conn(ctx)
-		var one int
-		err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.heldBy, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence), &one)
-		switch {
-		case store.IsNoRows(err):
-			return r.leaseRefused(ctx, id, l.Fence, "update")
-		case err != nil:
-			return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, locking.Classify(err))
-		}
-		return r.checkAffected(ctx, n, id, expected, "update", liveRows, false)
+		return r.leaseWriteMissed(ctx, r.m.leases.heldBy, l, id, hash, expected)
 	}
 	if multi {
 		if n != 2 {
@@ -92,4 +78,35 @@ func (r *Repository[T]) updateWithLease(ctx context.Context, e *T, l *Lease, id 
 		return fmt.Errorf("%s: Leases.Update id=%v: the lease checked by the write was not there to end", r.m.table, id)
 	}
 	return r.written(ctx, rv, id, w)
+}
+
+// leaseWriteChecks checks, before any I/O, what Leases.Update's
+// one-statement writes need: no associations to write, and a version
+// with a successor. It returns the entity's value.
+func (r *Repository[T]) leaseWriteChecks(ctx context.Context, e *T, id any, expected int64) (reflect.Value, error) {
+	rv := reflect.ValueOf(e).Elem()
+	if err := r.refuseAssociations(ctx, rv, "Update", id); err != nil {
+		return rv, err
+	}
+	if expected >= 1<<63-2 {
+		return rv, locking.Invalid("%s: Leases.Update id=%v: version %d has no successor", r.m.table, id, expected)
+	}
+	return rv, nil
+}
+
+// leaseWriteMissed explains a Leases.Update write that changed nothing:
+// the lease is gone (asked with held, the dialect's "is the lease still
+// held" query), or, the lease still held, the version was stale or the
+// record gone.
+func (r *Repository[T]) leaseWriteMissed(ctx context.Context, held string, l *Lease, id any, hash string, expected int64) error {
+	db, _ := r.st.Conn(ctx)
+	var one int
+	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, held, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence), &one)
+	switch {
+	case store.IsNoRows(err):
+		return r.leaseRefused(ctx, id, l.Fence, "update")
+	case err != nil:
+		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, locking.Classify(err))
+	}
+	return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false)
 }
