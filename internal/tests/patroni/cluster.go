@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/gormlock/gormlock/internal/tests/pgpair"
 )
 
 const (
@@ -149,7 +151,7 @@ func Start(t testing.TB) *Cluster {
 		{filepath.Join(c.pgBin, "pg_controldata"), "PostgreSQL's pg_controldata"},
 	} {
 		if fi, err := os.Stat(b.path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			missing(t, "patroni: %s not found at %s: %v", b.what, b.path, err)
+			pgpair.Missing(t, "Patroni", "patroni: %s not found at %s: %v", b.what, b.path, err)
 		}
 	}
 	// patroni is a Python program: it exists and still may not run (a
@@ -158,12 +160,12 @@ func Start(t testing.TB) *Cluster {
 	out, err := exec.CommandContext(vctx, c.patroniBin, "--version").CombinedOutput()
 	vcancel()
 	if err != nil {
-		missing(t, "patroni: %s --version fails (its Python modules?): %v\n%s", c.patroniBin, err, out)
+		pgpair.Missing(t, "Patroni", "patroni: %s --version fails (its Python modules?): %v\n%s", c.patroniBin, err, out)
 	}
 	if os.Geteuid() == 0 {
-		cred, err := postgresCredential()
+		cred, err := pgpair.PostgresCredential()
 		if err != nil {
-			missing(t, "patroni: running as root, the nodes run as the %s user: %v", User, err)
+			pgpair.Missing(t, "Patroni", "patroni: running as root, the nodes run as the %s user: %v", User, err)
 		}
 		c.cred = cred
 	}
@@ -205,16 +207,6 @@ func envOr(env, def string) string {
 		return v
 	}
 	return def
-}
-
-// missing skips the test, or fails it under CI=true, where the Patroni tests
-// must run.
-func missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format+" (CI=true: the Patroni tests must run)", args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // logf logs with the time since Start began.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,24 +102,6 @@ func (p *proc) stop(sig syscall.Signal) error {
 	case <-time.After(stopTimeout):
 	}
 	return errors.Join(fmt.Errorf("%s (pid %d) did not exit within %v of %v", p.name, p.pid(), stopTimeout, sig), p.kill())
-}
-
-// postgresCredential returns the postgres user's ids, for running Patroni
-// (and so PostgreSQL, which refuses to run as root) as that user.
-func postgresCredential() (*syscall.Credential, error) {
-	u, err := user.Lookup(User)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // procStat returns the parent and the state of process pid, from

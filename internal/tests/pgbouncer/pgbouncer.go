@@ -12,9 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,14 +139,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 		bin = DefaultBin
 	}
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		missing(t, "pgbouncer: the PgBouncer binary %s is missing or not executable (install Debian's pgbouncer package, or set %s to the binary): %v",
+		pgpair.Missing(t, "PgBouncer", "pgbouncer: the PgBouncer binary %s is missing or not executable (install Debian's pgbouncer package, or set %s to the binary): %v",
 			bin, BinEnv, err)
 	}
 	c := &Cluster{t: t, bin: bin, begin: begin, bouncers: map[Mode]*bouncer{}}
 	if os.Geteuid() == 0 {
-		cred, err := postgresCredential()
+		cred, err := pgpair.PostgresCredential()
 		if err != nil {
-			missing(t, "pgbouncer: running as root, PgBouncer runs as the %s user: %v", User, err)
+			pgpair.Missing(t, "PgBouncer", "pgbouncer: running as root, PgBouncer runs as the %s user: %v", User, err)
 		}
 		c.cred = cred
 	}
@@ -190,34 +188,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.logf("cluster up in %v, in %s and %s", since(begin), c.dir, c.pg.Dir())
 	return c
-}
-
-// missing skips the test, or fails it under CI=true, where the poolers
-// must be tested.
-func missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format+" (CI=true: the PgBouncer tests must run)", args...)
-	}
-	t.Skipf(format, args...)
-}
-
-// postgresCredential returns the postgres user's ids, for running
-// PgBouncer as that user (it refuses to run as root).
-func postgresCredential() (*syscall.Credential, error) {
-	u, err := user.Lookup(User)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }

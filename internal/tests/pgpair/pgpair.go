@@ -215,7 +215,7 @@ func Start(t testing.TB, opts Options) *Pair {
 	}
 	p := &Pair{t: t, opts: opts, bin: bin}
 	if os.Geteuid() == 0 {
-		cred, err := postgresCredential()
+		cred, err := PostgresCredential()
 		if err != nil {
 			missing(t, "pgpair: running as root, the servers run as the %s user: %v", User, err)
 		}
@@ -255,15 +255,24 @@ func Start(t testing.TB, opts Options) *Pair {
 // tested.
 func missing(t testing.TB, format string, args ...any) {
 	t.Helper()
+	Missing(t, "failover", format, args...)
+}
+
+// Missing skips the test for want of a component, or fails it under
+// CI=true, where the suite's tests must run (the message says so, naming
+// suite).
+func Missing(t testing.TB, suite, format string, args ...any) {
+	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatalf(format+" (CI=true: the failover tests must run)", args...)
+		t.Fatalf(format+" (CI=true: the "+suite+" tests must run)", args...)
 	}
 	t.Skipf(format, args...)
 }
 
-// postgresCredential returns the postgres user's ids, for running the
-// binaries as that user (initdb and postgres refuse to run as root).
-func postgresCredential() (*syscall.Credential, error) {
+// PostgresCredential returns the ids of User, for running PostgreSQL's
+// binaries (initdb and postgres refuse to run as root), PgBouncer and
+// Patroni as that user.
+func PostgresCredential() (*syscall.Credential, error) {
 	u, err := user.Lookup(User)
 	if err != nil {
 		return nil, err
