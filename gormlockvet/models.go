@@ -1,13 +1,15 @@
 package gormlockvet
 
 import (
-	"fmt"
 	"go/ast"
 	"go/constant"
+	"go/parser"
 	"go/token"
 	"go/types"
+	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -37,22 +39,6 @@ type model struct {
 	fields   map[string]string // column -> Go field name; nil for a model of another package
 }
 
-// tableNameFact is exported for a TableName method that returns a
-// constant, so that a model of another package has its table.
-type tableNameFact struct{ Table string }
-
-func (*tableNameFact) AFact()           {}
-func (f *tableNameFact) String() string { return "tableName(" + f.Table + ")" }
-
-// modelFact is exported for every versioned model a package declares, so
-// that Table("name") and raw SQL of another package find its table.
-type modelFact struct{ Table, VersionField, VersionColumn string }
-
-func (*modelFact) AFact() {}
-func (f *modelFact) String() string {
-	return fmt.Sprintf("versioned(table %s, version %s)", f.Table, f.VersionColumn)
-}
-
 // models is the result of modelsAnalyzer: the versioned models of a
 // package and of everything it imports.
 type models struct {
@@ -63,72 +49,170 @@ type models struct {
 	// tables maps a table to the versioned models on it, of this package
 	// and of the packages it imports.
 	tables map[string][]*model
+	// tableNames holds the constant TableName methods of this package.
+	tableNames map[*types.Func]string
+	parsed     map[string]*ast.File // source files of other packages, by name
 }
 
-// modelsAnalyzer finds the versioned models and the TableName methods of
-// each package, and exports them as facts for the packages that import it.
+// modelsAnalyzer finds the versioned models of a package and of the
+// packages it imports. It uses no facts, so that go vet and the command
+// analyze only the packages named, from the export data of the others: a
+// TableName method of another package is read from its source file.
 var modelsAnalyzer = &analysis.Analyzer{
 	Name:       "gormlockmodels",
 	Doc:        "finds the versioned GORM models of a package for gormlockvet",
 	Run:        runModels,
-	FactTypes:  []analysis.Fact{new(tableNameFact), new(modelFact)},
 	ResultType: reflect.TypeFor[*models](),
 }
 
 func runModels(pass *analysis.Pass) (any, error) {
-	m := &models{cfg: cfgOf(pass), sizes: pass.TypesSizes, pass: pass, cache: map[*types.Named]*model{}, tables: map[string][]*model{}}
-	if pass.Pkg.Path() == "gorm.io/gorm" || strings.HasPrefix(pass.Pkg.Path(), "gorm.io/gorm/") || isStd(pass.Pkg) {
-		return m, nil
-	}
-	// TableName methods returning a constant, first: a model's table
-	// may need one of its own package.
+	m := &models{cfg: cfgOf(pass), sizes: pass.TypesSizes, pass: pass, cache: map[*types.Named]*model{}, tables: map[string][]*model{},
+		tableNames: map[*types.Func]string{}, parsed: map[string]*ast.File{}}
 	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv == nil || fd.Name.Name != "TableName" || fd.Body == nil {
+		m.tableMethods(pass.TypesInfo, f)
+	}
+	seen := map[*types.Package]bool{}
+	var visit func(pkg *types.Package)
+	visit = func(pkg *types.Package) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		for _, imp := range pkg.Imports() {
+			visit(imp)
+		}
+		if isStd(pkg) || isLibrary(pkg.Path()) || pkg.Path() == "gorm.io/gorm" || strings.HasPrefix(pkg.Path(), "gorm.io/") {
+			return
+		}
+		for _, name := range pkg.Scope().Names() {
+			tn, ok := pkg.Scope().Lookup(name).(*types.TypeName)
+			if !ok || tn.IsAlias() {
 				continue
 			}
-			if t, ok := constantReturn(pass.TypesInfo, fd); ok {
-				if obj, ok := pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
-					pass.ExportObjectFact(obj, &tableNameFact{Table: t})
-				}
+			named, ok := tn.Type().(*types.Named)
+			if !ok || named.TypeParams().Len() > 0 {
+				continue
+			}
+			if mod := m.of(named); mod != nil && mod.table != "" {
+				m.tables[mod.table] = append(m.tables[mod.table], mod)
 			}
 		}
 	}
-	library := isLibrary(pass.Pkg.Path())
-	for _, name := range pass.Pkg.Scope().Names() {
-		tn, ok := pass.Pkg.Scope().Lookup(name).(*types.TypeName)
-		if !ok || tn.IsAlias() {
-			continue
-		}
-		named, ok := tn.Type().(*types.Named)
-		if !ok || named.TypeParams().Len() > 0 {
-			continue
-		}
-		mod := m.of(named)
-		if mod == nil || library {
-			continue
-		}
-		pass.ExportObjectFact(tn, &modelFact{Table: mod.table, VersionField: mod.verField, VersionColumn: mod.verCol})
-		if mod.table != "" {
-			m.tables[mod.table] = append(m.tables[mod.table], mod)
-		}
-	}
-	for _, f := range pass.AllObjectFacts() {
-		mf, ok := f.Fact.(*modelFact)
-		if !ok || f.Object.Pkg() == pass.Pkg || mf.Table == "" {
-			continue
-		}
-		mod := &model{name: qualifiedName(f.Object.Pkg(), f.Object.Name()), table: mf.Table, verField: mf.VersionField, verCol: mf.VersionColumn}
-		if named, ok := f.Object.Type().(*types.Named); ok {
-			mod.typ = named
-		}
-		m.tables[mf.Table] = append(m.tables[mf.Table], mod)
-	}
+	visit(pass.Pkg)
 	for t := range m.tables {
 		sort.Slice(m.tables[t], func(i, j int) bool { return m.tables[t][i].name < m.tables[t][j].name })
 	}
 	return m, nil
+}
+
+// tableMethods records the TableName methods of a file that return a
+// constant.
+func (m *models) tableMethods(info *types.Info, f *ast.File) {
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || fd.Name.Name != "TableName" || fd.Body == nil {
+			continue
+		}
+		if t, ok := constantReturn(info, fd); ok {
+			if obj, ok := info.Defs[fd.Name].(*types.Func); ok {
+				m.tableNames[obj] = t
+			}
+		}
+	}
+}
+
+// foreignTableName returns the constant a TableName method of another
+// package returns, read from its source file: a string literal, or a
+// constant of its package.
+func (m *models) foreignTableName(fn *types.Func) (string, bool) {
+	pos := m.pass.Fset.Position(fn.Pos())
+	if pos.Filename == "" || fn.Pkg() == nil {
+		return "", false
+	}
+	f, ok := m.parsed[pos.Filename]
+	if !ok {
+		src, err := os.ReadFile(pos.Filename)
+		if err == nil {
+			f, _ = parser.ParseFile(token.NewFileSet(), pos.Filename, src, parser.SkipObjectResolution)
+		}
+		m.parsed[pos.Filename] = f
+	}
+	if f == nil {
+		return "", false
+	}
+	recv := fn.Signature().Recv()
+	if recv == nil {
+		return "", false
+	}
+	rt := recv.Type()
+	if p, ok := rt.(*types.Pointer); ok {
+		rt = p.Elem()
+	}
+	named, ok := types.Unalias(rt).(*types.Named)
+	if !ok {
+		return "", false
+	}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 || fd.Name.Name != "TableName" || fd.Body == nil || recvTypeName(fd.Recv.List[0].Type) != named.Obj().Name() {
+			continue
+		}
+		var val string
+		n := 0
+		okAll := true
+		ast.Inspect(fd.Body, func(node ast.Node) bool {
+			switch node := node.(type) {
+			case *ast.FuncLit:
+				return false
+			case *ast.ReturnStmt:
+				s, ok := "", len(node.Results) == 1
+				if ok {
+					s, ok = constantOf(node.Results[0], fn.Pkg())
+				}
+				if !ok || n > 0 && s != val {
+					okAll = false
+				}
+				val, n = s, n+1
+			}
+			return true
+		})
+		return val, okAll && n > 0
+	}
+	return "", false
+}
+
+// constantOf returns the value of a string literal, or of a constant of pkg
+// named by an identifier.
+func constantOf(e ast.Expr, pkg *types.Package) (string, bool) {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.BasicLit:
+		if e.Kind == token.STRING {
+			s, err := strconv.Unquote(e.Value)
+			return s, err == nil
+		}
+	case *ast.Ident:
+		if c, ok := pkg.Scope().Lookup(e.Name).(*types.Const); ok && c.Val().Kind() == constant.String {
+			return constant.StringVal(c.Val()), true
+		}
+	}
+	return "", false
+}
+
+func recvTypeName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
 }
 
 // constantReturn returns the string every return statement of fd gives,
@@ -234,9 +318,14 @@ func (m *models) of(named *types.Named) *model {
 func (m *models) tableOf(named *types.Named) string {
 	obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(named), true, named.Obj().Pkg(), "TableName")
 	if fn, ok := obj.(*types.Func); ok {
-		var f tableNameFact
-		if m.pass.ImportObjectFact(fn.Origin(), &f) {
-			return f.Table
+		fn = fn.Origin()
+		if t, ok := m.tableNames[fn]; ok {
+			return t
+		}
+		if fn.Pkg() != m.pass.Pkg {
+			if t, ok := m.foreignTableName(fn); ok {
+				return t
+			}
 		}
 		return ""
 	}

@@ -1,11 +1,169 @@
 // Command gormlockvet reports the writes of gormlock-versioned models that
-// no version guards.
+// no version guards (see package gormlockvet for what it reports).
+//
+// Standalone, on the packages go list names:
+//
+//	gormlockvet ./...
+//
+// It prints each finding as file:line:col: message on standard error and
+// exits as go vet does: 0 when it found nothing, 1 when it found something
+// or could not load or analyze a package. -fix applies the suggested fixes
+// (the Apply rewrite of an increment) to the files.
+//
+// As go vet's analysis tool, with go vet's package handling and caching:
+//
+//	go vet -vettool=$(command -v gormlockvet) ./...
+//
+// The analyzer's flags: -table-prefix and -singular-tables describe the
+// application's GORM NamingStrategy (for Table("name") and raw SQL);
+// -guard-gorm-updates says every *gorm.DB has
+// repository.Plugin(repository.GuardGORMUpdates()).
 package main
 
 import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/checker"
 	"golang.org/x/tools/go/analysis/singlechecker"
+	"golang.org/x/tools/go/packages"
 
 	"github.com/gormlock/gormlock/gormlockvet"
 )
 
-func main() { singlechecker.Main(gormlockvet.Analyzer) }
+func main() {
+	if invokedByVet(os.Args[1:]) {
+		singlechecker.Main(gormlockvet.Analyzer)
+		return
+	}
+	os.Exit(standalone(os.Args[1:]))
+}
+
+// invokedByVet reports whether go vet runs the command: it asks for its
+// version (-V=full) or flags (-flags), or hands it a unit's .cfg file.
+func invokedByVet(args []string) bool {
+	for _, a := range args {
+		if a == "-V=full" || a == "-V" || a == "-flags" || a == "--flags" {
+			return true
+		}
+	}
+	return len(args) > 0 && strings.HasSuffix(args[len(args)-1], ".cfg")
+}
+
+// standalone loads the packages, runs the analyzer and prints its
+// findings; it returns the exit status.
+func standalone(args []string) int {
+	fs := flag.NewFlagSet("gormlockvet", flag.ContinueOnError)
+	fix := fs.Bool("fix", false, "apply the suggested fixes")
+	tests := fs.Bool("test", true, "also analyze the packages' tests")
+	tags := fs.String("tags", "", "build tags, as go build's -tags")
+	gormlockvet.Analyzer.Flags.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "gormlockvet: report writes of gormlock-versioned models that no version guards\n\n")
+		fmt.Fprintf(os.Stderr, "Usage: gormlockvet [flags] packages\n       go vet -vettool=$(command -v gormlockvet) [flags] packages\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	cfg := &packages.Config{Mode: packages.LoadAllSyntax | packages.NeedModule, Tests: *tests}
+	if *tags != "" {
+		cfg.BuildFlags = []string{"-tags=" + *tags}
+	}
+	pkgs, err := packages.Load(cfg, fs.Args()...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gormlockvet: %v\n", err)
+		return 1
+	}
+	if n := packages.PrintErrors(pkgs); n > 0 {
+		return 1
+	}
+	graph, err := checker.Analyze([]*analysis.Analyzer{gormlockvet.Analyzer}, pkgs, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gormlockvet: %v\n", err)
+		return 1
+	}
+	if err := graph.PrintText(os.Stderr, -1); err != nil {
+		fmt.Fprintf(os.Stderr, "gormlockvet: %v\n", err)
+		return 1
+	}
+	status := 0
+	var edits []edit
+	for act := range graph.All() {
+		if act.Err != nil {
+			fmt.Fprintf(os.Stderr, "gormlockvet: %s: %v\n", act.Package.PkgPath, act.Err)
+			status = 1
+		}
+		if !act.IsRoot || act.Analyzer != gormlockvet.Analyzer {
+			continue
+		}
+		for _, d := range act.Diagnostics {
+			status = 1
+			if *fix && len(d.SuggestedFixes) > 0 {
+				for _, e := range d.SuggestedFixes[0].TextEdits {
+					tf := act.Package.Fset.File(e.Pos)
+					end := e.End
+					if !end.IsValid() {
+						end = e.Pos
+					}
+					edits = append(edits, edit{file: tf.Name(), start: tf.Offset(e.Pos), end: tf.Offset(end), text: e.NewText})
+				}
+			}
+		}
+	}
+	if *fix {
+		if err := apply(edits); err != nil {
+			fmt.Fprintf(os.Stderr, "gormlockvet: -fix: %v\n", err)
+			return 1
+		}
+	}
+	return status
+}
+
+type edit struct {
+	file       string
+	start, end int
+	text       []byte
+}
+
+// apply applies the edits to their files, the last first, skipping an edit
+// that overlaps one already applied (the same finding seen in a package
+// and in its test variant), and formats the result.
+func apply(edits []edit) error {
+	byFile := map[string][]edit{}
+	for _, e := range edits {
+		byFile[e.file] = append(byFile[e.file], e)
+	}
+	for name, es := range byFile {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		sort.Slice(es, func(i, j int) bool { return es[i].start > es[j].start })
+		limit := len(src) + 1
+		for _, e := range es {
+			if e.end > limit || e.end < e.start || e.end > len(src) {
+				continue
+			}
+			src = append(src[:e.start:e.start], append(append([]byte(nil), e.text...), src[e.end:]...)...)
+			limit = e.start
+		}
+		if out, err := format.Source(src); err == nil {
+			src = out
+		}
+		if err := os.WriteFile(name, bytes.Clone(src), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
