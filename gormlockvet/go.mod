@@ -3,6 +3,7 @@ module github.com/gormlock/gormlock/gormlockvet
 go 1.26.0
 
 require (
+	github.com/golangci/plugin-module-register v0.1.2
 	golang.org/x/tools v0.52.0
 	gorm.io/gorm v1.30.5
 )
