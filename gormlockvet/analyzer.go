@@ -363,7 +363,7 @@ func (c *checker) condGuards(query ssa.Value, args []ssa.Value, m *model) bool {
 		// gorm.Expr("version = ?", v): a clause.Expr
 		if callee := q.Call.StaticCallee(); callee != nil && isGormFunc(callee, "Expr") && len(q.Call.Args) > 0 {
 			if s, ok := constString(q.Call.Args[0]); ok {
-				return sqlGuards(s, m.verCol)
+				return condGuardsSQL(s, m)
 			}
 		}
 		if isGormDB(q.Type()) {
@@ -398,7 +398,7 @@ func stringCondGuards(s string, nargs int, m *model) bool {
 	if nargs == 1 && !strings.ContainsAny(s, "?@ \t\n") {
 		return isVersionColumn(s, m)
 	}
-	return sqlGuards(s, m.verCol)
+	return condGuardsSQL(s, m)
 }
 
 func isNumber(s string) bool {

@@ -95,10 +95,7 @@ func (c *checker) applyFix(fn *ssa.Function, w write, ch chain, t target, inc in
 			}
 		case opWhere:
 			q, ok := constString(o.arg)
-			if !ok || id != nil || len(o.args) != 1 || !sqltext.Guards(q, t.pkCols[0]) || len(sqltext.Writes("DELETE FROM x WHERE "+q)) != 1 {
-				return analysis.SuggestedFix{}, false
-			}
-			if !isKeyEquality(q, t.pkCols[0]) {
+			if !ok || id != nil || len(o.args) != 1 || !isKeyEquality(q, t.pkCols[0]) {
 				return analysis.SuggestedFix{}, false
 			}
 			id = c.argOf(o.call, 1)

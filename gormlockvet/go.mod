@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/golangci/plugin-module-register v0.1.2
+	github.com/gormlock/gormlock v0.1.0
 	golang.org/x/tools v0.52.0
 	gorm.io/gorm v1.30.5
 )

@@ -167,7 +167,7 @@ func (c *checker) checkRaw(call *ssa.CallCommon) {
 			}
 		}
 		for _, m := range ms {
-			if w.Guarded(m.verCol) {
+			if whereGuards(w.Where, m) {
 				continue
 			}
 			key := fmt.Sprintf("%d %s %s", pos, m.name, w.Op)

@@ -1,13 +1,12 @@
-// Package sqltext reads the SQL text an application passes to GORM and
+// Package sqltext reads the raw SQL an application passes to GORM and
 // database/sql, as far as gormlockvet needs it: which statements update or
-// delete rows of which table, and whether a WHERE condition is guarded by
-// an equality on the version column joined by AND at its top level.
+// delete rows of which table, with which WHERE text (whether that WHERE
+// guards the write is internal/sqlguard's to decide, as for strict mode),
+// and whether an assignment's expression is an increment.
 //
 // It tokenizes; it does not parse SQL. A string literal, a quoted
 // identifier and a comment are one token each (or none), so a word inside
 // them is never taken for a column or a keyword; parentheses are counted.
-// Whatever it cannot read as a guard is not a guard: a caller that asks
-// "is this write guarded" gets no when in doubt.
 package sqltext
 
 import "strings"
@@ -24,8 +23,9 @@ const (
 )
 
 type token struct {
-	kind kind
-	text string // a quoted identifier's name without its quotes
+	kind       kind
+	text       string // a quoted identifier's name without its quotes
+	start, end int    // where it is in the text
 }
 
 // is reports whether t is the keyword kw (in any case).
@@ -41,6 +41,19 @@ func (t token) names(name string) bool {
 func tokenize(s string) []token {
 	var out []token
 	for i := 0; i < len(s); {
+		at, n := i, len(out)
+		i = next(s, i, &out)
+		for k := n; k < len(out); k++ {
+			out[k].start, out[k].end = at, i
+		}
+	}
+	return out
+}
+
+// next reads the token (or the space or comment) at s[i] into out and
+// returns the index after it.
+func next(s string, i int, out *[]token) int {
+	{
 		c := s[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
@@ -52,23 +65,23 @@ func tokenize(s string) []token {
 		case c == '/' && i+1 < len(s) && s[i+1] == '*':
 			end := strings.Index(s[i+2:], "*/")
 			if end < 0 {
-				return out
+				return len(s)
 			}
 			i += end + 4
 		case c == '\'':
 			j := closing(s, i, '\'', true)
-			out = append(out, token{kind: str, text: s[i:j]})
+			*out = append(*out, token{kind: str, text: s[i:j]})
 			i = j
 		case c == '"' || c == '`':
 			j := closing(s, i, c, false)
-			out = append(out, token{kind: quoted, text: unquote(s[i:j], c)})
+			*out = append(*out, token{kind: quoted, text: unquote(s[i:j], c)})
 			i = j
 		case c == '[':
 			j := strings.IndexByte(s[i:], ']')
 			if j < 0 {
 				j = len(s) - i - 1
 			}
-			out = append(out, token{kind: quoted, text: s[i+1 : i+j]})
+			*out = append(*out, token{kind: quoted, text: s[i+1 : i+j]})
 			i += j + 1
 		case c == '$' && i+1 < len(s) && s[i+1] == '$':
 			// a PostgreSQL dollar-quoted string: $$...$$ (or $tag$...$tag$ below)
@@ -77,16 +90,16 @@ func tokenize(s string) []token {
 			if end >= 0 {
 				j = i + 2 + end + 2
 			}
-			out = append(out, token{kind: str, text: s[i:j]})
+			*out = append(*out, token{kind: str, text: s[i:j]})
 			i = j
 		case c == '?':
-			out = append(out, token{kind: param, text: "?"})
+			*out = append(*out, token{kind: param, text: "?"})
 			i++
 		case (c == '$' || c == ':' || c == '@') && i+1 < len(s) && isIdent(s[i+1]):
 			if c == ':' && i > 0 && s[i-1] == ':' {
-				out = append(out, token{kind: punct, text: ":"}) // a PostgreSQL cast, x::bigint
+				*out = append(*out, token{kind: punct, text: ":"}) // a PostgreSQL cast, x::bigint
 				i++
-				continue
+				return i
 			}
 			j := i + 1
 			for j < len(s) && isIdent(s[j]) {
@@ -99,36 +112,36 @@ func tokenize(s string) []token {
 				if end >= 0 {
 					k = j + 1 + end + len(tag)
 				}
-				out = append(out, token{kind: str, text: s[i:k]})
+				*out = append(*out, token{kind: str, text: s[i:k]})
 				i = k
-				continue
+				return i
 			}
-			out = append(out, token{kind: param, text: s[i:j]})
+			*out = append(*out, token{kind: param, text: s[i:j]})
 			i = j
 		case c >= '0' && c <= '9':
 			j := i
 			for j < len(s) && (isIdent(s[j]) || s[j] == '.') {
 				j++
 			}
-			out = append(out, token{kind: number, text: s[i:j]})
+			*out = append(*out, token{kind: number, text: s[i:j]})
 			i = j
 		case isIdent(c):
 			j := i
 			for j < len(s) && isIdent(s[j]) {
 				j++
 			}
-			out = append(out, token{kind: word, text: s[i:j]})
+			*out = append(*out, token{kind: word, text: s[i:j]})
 			i = j
 		default:
 			j := i + 1
 			if j < len(s) && strings.Contains("<>!=:|", string(c)) && strings.ContainsRune("=>|:", rune(s[j])) {
 				j++
 			}
-			out = append(out, token{kind: punct, text: s[i:j]})
+			*out = append(*out, token{kind: punct, text: s[i:j]})
 			i = j
 		}
 	}
-	return out
+	return i
 }
 
 // closing returns the index just past the literal opened by quote at s[i]:
@@ -160,102 +173,6 @@ func isIdent(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
-// Guards reports whether the WHERE condition cond (the text of a GORM
-// Where, or of a WHERE clause) is guarded by column: an equality between
-// the column and a value (a placeholder, a number or a string) that is
-// joined by AND at the top level of cond, possibly inside parentheses that
-// hold nothing else. An OR at the top level, a NOT before it, a column
-// whose name merely contains column's, a word in a string literal or a
-// comment: not a guard.
-func Guards(cond, column string) bool {
-	return guards(tokenize(cond), column)
-}
-
-func guards(toks []token, column string) bool {
-	conjuncts, ok := splitAnd(toks)
-	if !ok {
-		return false
-	}
-	for _, c := range conjuncts {
-		if inner, ok := parenthesized(c); ok {
-			if guards(inner, column) {
-				return true
-			}
-			continue
-		}
-		if isEquality(c, column) {
-			return true
-		}
-	}
-	return false
-}
-
-// splitAnd splits toks at the ANDs of its top level; ok is false when the
-// top level has an OR (or ||, a string concatenation in most dialects, an
-// OR in MySQL's default mode).
-func splitAnd(toks []token) (parts [][]token, ok bool) {
-	depth, start, between := 0, 0, false
-	for i, t := range toks {
-		switch {
-		case t.kind == punct && t.text == "(":
-			depth++
-		case t.kind == punct && t.text == ")":
-			depth--
-		case depth != 0:
-		case t.is("OR") || t.kind == punct && t.text == "||":
-			return nil, false
-		case t.is("BETWEEN"):
-			between = true
-		case t.is("AND"):
-			if between {
-				between = false
-				continue
-			}
-			parts = append(parts, toks[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, toks[start:]), true
-}
-
-// parenthesized returns what one pair of parentheses around all of toks
-// holds.
-func parenthesized(toks []token) ([]token, bool) {
-	if len(toks) < 2 || toks[0].text != "(" || toks[0].kind != punct || toks[len(toks)-1].text != ")" {
-		return nil, false
-	}
-	depth := 0
-	for i, t := range toks {
-		if t.kind != punct {
-			continue
-		}
-		switch t.text {
-		case "(":
-			depth++
-		case ")":
-			depth--
-			if depth == 0 && i != len(toks)-1 {
-				return nil, false
-			}
-		}
-	}
-	return toks[1 : len(toks)-1], true
-}
-
-// isEquality reports whether toks is `column = value` or `value = column`,
-// the column possibly qualified by a table (t.version), the value possibly
-// cast (?::bigint).
-func isEquality(toks []token, column string) bool {
-	for i, t := range toks {
-		if t.kind != punct || t.text != "=" {
-			continue
-		}
-		l, r := toks[:i], toks[i+1:]
-		return isColumn(l, column) && isValue(r) || isValue(l) && isColumn(r, column)
-	}
-	return false
-}
-
 func isColumn(toks []token, column string) bool {
 	// [schema .] [table .] column
 	if len(toks) == 0 || len(toks)%2 == 0 || len(toks) > 5 {
@@ -269,34 +186,23 @@ func isColumn(toks []token, column string) bool {
 	return toks[len(toks)-1].names(column)
 }
 
-func isValue(toks []token) bool {
-	if len(toks) == 3 && toks[1].kind == punct && toks[1].text == "::" && toks[2].kind == word {
-		toks = toks[:1]
-	}
-	if len(toks) == 2 && toks[0].kind == punct && (toks[0].text == "-" || toks[0].text == "+") && toks[1].kind == number {
-		return true
-	}
-	return len(toks) == 1 && (toks[0].kind == param || toks[0].kind == number || toks[0].kind == str)
-}
-
 // Write is one UPDATE or DELETE statement of an SQL text.
 type Write struct {
 	Op    string // "UPDATE" or "DELETE"
 	Table string // the table written, without schema or quotes
-	where []token
+	// Where is the text of its WHERE clause, without the word, up to a
+	// RETURNING, ORDER BY or LIMIT; "" when it has none.
+	Where string
 	// Sets is the list of columns an UPDATE assigns.
 	Sets []string
 }
-
-// Guarded reports whether the statement's WHERE is guarded by column (see
-// Guards).
-func (w Write) Guarded(column string) bool { return guards(w.where, column) }
 
 // Writes returns the UPDATE and DELETE statements of the SQL text s, one
 // per statement that writes a single named table (a multi-table MySQL
 // DELETE is not read).
 func Writes(s string) []Write {
 	var out []Write
+	text := s
 	toks := tokenize(s)
 	depth, start := 0, 0
 	for i := 0; i <= len(toks); i++ {
@@ -316,7 +222,7 @@ func Writes(s string) []Write {
 				continue
 			}
 		}
-		if w, ok := write(toks[start:i]); ok {
+		if w, ok := write(text, toks[start:i]); ok {
 			out = append(out, w)
 		}
 		start = i + 1
@@ -325,7 +231,7 @@ func Writes(s string) []Write {
 }
 
 // write reads one statement.
-func write(toks []token) (Write, bool) {
+func write(text string, toks []token) (Write, bool) {
 	// The statement's verb: the first top-level UPDATE or DELETE, after a
 	// WITH and its common table expressions.
 	i, depth := 0, 0
@@ -404,12 +310,14 @@ func write(toks []token) (Write, bool) {
 		case t.is("WHERE") && whereAt < 0:
 			whereAt = j + 1
 		case whereAt >= 0 && (t.is("RETURNING") || t.is("ORDER") || t.is("LIMIT")):
-			w.where = toks[whereAt:j]
+			if whereAt < j {
+				w.Where = text[toks[whereAt].start:toks[j-1].end]
+			}
 			return w, true
 		}
 	}
-	if whereAt >= 0 {
-		w.where = toks[whereAt:]
+	if whereAt >= 0 && whereAt < len(toks) {
+		w.Where = text[toks[whereAt].start:toks[len(toks)-1].end]
 	}
 	return w, true
 }

@@ -13,7 +13,7 @@ import (
 func guarded(db *gorm.DB, id uint, v int64, t *model.Token) {
 	db.Model(&model.Token{}).Where("id = ? AND version = ?", id, v).Update("name", "x")
 	db.Model(&model.Token{}).Where("id = ?", id).Where("version = ?", v).Update("name", "x")
-	db.Model(&model.Token{}).Where("`tokens`.`version` = ?", v).Update("name", "x")
+	db.Model(&model.Token{}).Where("tokens.version = ?", v).Update("name", "x")
 	db.Model(&model.Token{}).Where(map[string]any{"id": id, "version": v}).Update("name", "x")
 	db.Model(&model.Token{}).Where(&model.Token{Versioning: t.Versioning}).Update("name", "x")
 	db.Model(&model.Tagged{}).Where("rev = ?", v).Update("n", 1)
