@@ -32,9 +32,7 @@ func TestApp(t *testing.T) {
 // control, the clean-ups of each run's own rows, the quickstart's act 1)
 // carry //gormlockvet:ignore with the reason; remove one and this fails.
 func TestExamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads the examples module and its dependencies")
-	}
+	skipWholeModules(t)
 	dir, err := filepath.Abs("../examples")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +40,16 @@ func TestExamples(t *testing.T) {
 	// Not analysistest: the examples' own comments are not its "want"s.
 	if got := analyze(t, dir, "./..."); len(got) != 0 {
 		t.Errorf("%d reports on the examples, want none:\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
+
+// skipWholeModules skips a test that type-checks a whole module's
+// dependencies from source under -race (minutes on the shared machine, for
+// no concurrency of ours: the analyzer runs one package at a time); CI runs
+// them again without -race, on the newer Go.
+func skipWholeModules(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("loads a whole module and its dependencies from source; run without -short and -race")
 	}
 }
 
