@@ -62,7 +62,6 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/passes/buildssa"
 	"golang.org/x/tools/go/analysis/passes/inspect"
 	"golang.org/x/tools/go/ast/inspector"
 	"golang.org/x/tools/go/ssa"
@@ -75,7 +74,7 @@ var Analyzer = &analysis.Analyzer{
 	Doc:      doc,
 	URL:      "https://pkg.go.dev/github.com/gormlock/gormlock/gormlockvet",
 	Run:      run,
-	Requires: []*analysis.Analyzer{modelsAnalyzer, buildssa.Analyzer, inspect.Analyzer},
+	Requires: []*analysis.Analyzer{modelsAnalyzer, inspect.Analyzer},
 	Flags:    flags(),
 }
 
@@ -156,9 +155,9 @@ func run(pass *analysis.Pass) (any, error) {
 			}
 		}
 	}
-	s := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
-	c.flow = newFlow(s.Pkg, s.SrcFuncs)
-	for _, fn := range s.SrcFuncs {
+	pkg, funcs := buildSSA(pass)
+	c.flow = newFlow(pkg, funcs)
+	for _, fn := range funcs {
 		for _, b := range fn.Blocks {
 			for _, instr := range b.Instrs {
 				call, ok := instr.(ssa.CallInstruction)
