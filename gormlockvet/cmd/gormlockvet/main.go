@@ -21,12 +21,9 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"go/format"
 	"os"
-	"sort"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -35,6 +32,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/gormlock/gormlock/gormlockvet"
+	"github.com/gormlock/gormlock/gormlockvet/internal/textedit"
 )
 
 func main() {
@@ -56,6 +54,15 @@ func invokedByVet(args []string) bool {
 	return len(args) > 0 && strings.HasSuffix(args[len(args)-1], ".cfg")
 }
 
+// loadMode is what the command loads of the packages it analyzes: their
+// syntax and types, and the types of what they import from its export
+// data, as go vet does (go list -export builds it once into the go build
+// cache), not from source: the analyzer needs no more, and type-checking
+// a whole dependency graph from source again on every run is what makes a
+// driver slow.
+const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
+	packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo | packages.NeedModule
+
 // standalone loads the packages, runs the analyzer and prints its
 // findings; it returns the exit status.
 func standalone(args []string) int {
@@ -76,7 +83,7 @@ func standalone(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	cfg := &packages.Config{Mode: packages.LoadAllSyntax | packages.NeedModule, Tests: *tests}
+	cfg := &packages.Config{Mode: loadMode, Tests: *tests}
 	if *tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + *tags}
 	}
@@ -98,7 +105,7 @@ func standalone(args []string) int {
 		return 1
 	}
 	status := 0
-	var edits []edit
+	var edits []textedit.Edit
 	for act := range graph.All() {
 		if act.Err != nil {
 			fmt.Fprintf(os.Stderr, "gormlockvet: %s: %v\n", act.Package.PkgPath, act.Err)
@@ -107,63 +114,22 @@ func standalone(args []string) int {
 		if !act.IsRoot || act.Analyzer != gormlockvet.Analyzer {
 			continue
 		}
-		for _, d := range act.Diagnostics {
+		if len(act.Diagnostics) > 0 {
 			status = 1
-			if *fix && len(d.SuggestedFixes) > 0 {
-				for _, e := range d.SuggestedFixes[0].TextEdits {
-					tf := act.Package.Fset.File(e.Pos)
-					end := e.End
-					if !end.IsValid() {
-						end = e.Pos
-					}
-					edits = append(edits, edit{file: tf.Name(), start: tf.Offset(e.Pos), end: tf.Offset(end), text: e.NewText})
-				}
-			}
+		}
+		if *fix {
+			edits = append(edits, textedit.Of(act.Package.Fset, act.Diagnostics)...)
 		}
 	}
-	if *fix {
-		if err := apply(edits); err != nil {
+	for name, es := range textedit.ByFile(edits) {
+		src, err := os.ReadFile(name)
+		if err == nil {
+			err = os.WriteFile(name, textedit.Apply(src, es), 0o644)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "gormlockvet: -fix: %v\n", err)
 			return 1
 		}
 	}
 	return status
-}
-
-type edit struct {
-	file       string
-	start, end int
-	text       []byte
-}
-
-// apply applies the edits to their files, the last first, skipping an edit
-// that overlaps one already applied (the same finding seen in a package
-// and in its test variant), and formats the result.
-func apply(edits []edit) error {
-	byFile := map[string][]edit{}
-	for _, e := range edits {
-		byFile[e.file] = append(byFile[e.file], e)
-	}
-	for name, es := range byFile {
-		src, err := os.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		sort.Slice(es, func(i, j int) bool { return es[i].start > es[j].start })
-		limit := len(src) + 1
-		for _, e := range es {
-			if e.end > limit || e.end < e.start || e.end > len(src) {
-				continue
-			}
-			src = append(src[:e.start:e.start], append(append([]byte(nil), e.text...), src[e.end:]...)...)
-			limit = e.start
-		}
-		if out, err := format.Source(src); err == nil {
-			src = out
-		}
-		if err := os.WriteFile(name, bytes.Clone(src), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
