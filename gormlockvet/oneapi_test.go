@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,36 +72,24 @@ func TestOneAPI(t *testing.T) {
 		"user.go:433 Updates model.User through Model(&User{})",
 		"user.go:444 Update model.User through Model(&User{}) Apply",
 	}
-	report := regexp.MustCompile(`^model/(\w+\.go):(\d+):\d+: unguarded (\w+) of versioned model ([\w.]+) \(table \w+\) through (\S+): `)
+	report := regexp.MustCompile(`^unguarded (\w+) of versioned model ([\w.]+) \(table \w+\) through (\S+): `)
 	var got []string
-	for _, r := range analyze(t, dir, "./...") {
-		m := report.FindStringSubmatch(r)
-		if m == nil {
-			got = append(got, r)
+	for _, f := range analyze(t, dir, load(t, dir, true, "./...")) {
+		m := report.FindStringSubmatch(f.message)
+		file, ok := strings.CutPrefix(f.file, "model/")
+		if m == nil || !ok {
+			got = append(got, f.String())
 			continue
 		}
-		line := fmt.Sprintf("%s:%s %s %s through %s", m[1], m[2], m[3], m[4], m[5])
-		if strings.Contains(r, ".Apply(ctx, id, []repository.Change{repository.Add(") {
+		line := fmt.Sprintf("%s:%d %s %s through %s", file, f.line, m[1], m[2], m[3])
+		if strings.Contains(f.message, ".Apply(ctx, id, []repository.Change{repository.Add(") {
 			line += " Apply"
 		}
 		got = append(got, line)
 	}
-	sort.Slice(got, func(i, j int) bool { return lessFileLine(got[i], got[j]) })
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("reports on one-api:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-}
-
-// lessFileLine orders "file.go:line ..." by file, then by line.
-func lessFileLine(a, b string) bool {
-	fa, la, _ := strings.Cut(a, ":")
-	fb, lb, _ := strings.Cut(b, ":")
-	if fa != fb {
-		return fa < fb
-	}
-	na, _ := strconv.Atoi(strings.Fields(la)[0])
-	nb, _ := strconv.Atoi(strings.Fields(lb)[0])
-	return na < nb
 }
 
 // oneAPIFiles are the files of one-api's model package the test reads, and

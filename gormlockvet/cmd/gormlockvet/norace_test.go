@@ -2,4 +2,5 @@
 
 package main
 
+// raceEnabled is true when the tests run with -race.
 const raceEnabled = false
