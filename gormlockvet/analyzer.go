@@ -23,8 +23,10 @@
 // A write is guarded, and not reported, when its WHERE has an equality on
 // the version column joined by AND at the top level, decided as
 // repository.StrictGORMWrites decides: Where("version = ?", v),
-// Where(map[string]any{"version": v}), Where(&T{Version: v}), or the same
-// in Delete's inline conditions or the raw statement's WHERE. An OR
+// Where(map[string]any{"version": v}), Where(&T{Version: v}),
+// Where(clause.Eq{Column: "version", Value: v}) (also in clause.And, or
+// added by Clauses(clause.Where{...})), or the same in Delete's inline
+// conditions or the raw statement's WHERE. An OR
 // anywhere at the top level, a NOT, the word in a string literal or a
 // comment, a column whose name merely contains the version column's: not
 // a guard.
@@ -356,6 +358,16 @@ func (c *checker) condGuards(query ssa.Value, args []ssa.Value, m *model) bool {
 	}
 	if s, ok := constString(query); ok {
 		return stringCondGuards(s, len(args), m)
+	}
+	if c.clauseGuards(query, m) {
+		return true
+	}
+	for _, a := range args {
+		// Where(clause.Eq{...}, clause.Eq{...}): every argument is a
+		// condition when the first is not a string.
+		if c.clauseGuards(a, m) {
+			return true
+		}
 	}
 	switch q := query.(type) {
 	case *ssa.Call:

@@ -229,7 +229,29 @@ func (f *flow) evalCall(call *ssa.CallCommon, e *env) []chain {
 		if len(args) == 2 {
 			k := map[string]opKind{"Where": opWhere, "Or": opOr, "Not": opNot}[name]
 			query, rest := unwrap(args[0]), variadic(args[1])
+			if k == opWhere && joinsByOr(query, rest) {
+				k = opOr
+			}
 			return f.each(base, func(c chain) chain { return c.then(op{kind: k, call: call, arg: query, args: rest}) })
+		}
+	case "Clauses":
+		if !generic && len(args) == 1 {
+			var ops []op
+			for _, e := range variadic(args[0]) {
+				for _, cond := range clauseConditions(e) {
+					k := opWhere
+					if isOrCondition(cond) {
+						k = opOr
+					}
+					ops = append(ops, op{kind: k, call: call, arg: cond})
+				}
+			}
+			return f.each(base, func(c chain) chain {
+				for _, o := range ops {
+					c = c.then(o)
+				}
+				return c
+			})
 		}
 	case "WithContext":
 		if len(args) == 1 {
@@ -330,6 +352,24 @@ func (f *flow) resolve(cs []chain, depth int) []chain {
 		}
 	}
 	return out
+}
+
+// joinsByOr reports whether a Where's conditions hold a clause.Or: GORM
+// joins it to the others by OR. A condition that is no string is followed
+// by more conditions in the arguments.
+func joinsByOr(query ssa.Value, args []ssa.Value) bool {
+	if isOrCondition(query) {
+		return true
+	}
+	if _, ok := constString(query); ok {
+		return false
+	}
+	for _, a := range args {
+		if isOrCondition(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // isAddressTaken reports whether fn is used other than by direct calls
@@ -441,6 +481,8 @@ func unwrap(v ssa.Value) ssa.Value {
 	for {
 		switch x := v.(type) {
 		case *ssa.MakeInterface:
+			v = x.X
+		case *ssa.ChangeInterface:
 			v = x.X
 		case *ssa.ChangeType:
 			v = x.X
