@@ -270,14 +270,50 @@ func (f *flow) evalCall(call *ssa.CallCommon, e *env) []chain {
 }
 
 // scope applies a Scopes function to the chains it receives: what the
-// function returns when its parameter is each of them.
+// function returns when its parameter is each of them. A scope of another
+// package, or one not known, leaves them as they are.
 func (f *flow) scope(fn ssa.Value, in []chain, e *env) []chain {
-	target := calledFunction(fn)
-	if target == nil || len(target.Blocks) == 0 || len(target.Params) != 1 || e.depth >= maxHelperDepth {
+	targets := f.scopeFuncs(fn)
+	if len(targets) == 0 || e.depth >= maxHelperDepth {
 		return in
 	}
-	inner := &env{params: map[*ssa.Parameter][]chain{target.Params[0]: in}, depth: e.depth + 1}
-	return f.returns(target, 0, inner)
+	var out []chain
+	for _, target := range targets {
+		if len(target.Blocks) == 0 || len(target.Params) != 1 {
+			return in
+		}
+		inner := &env{params: map[*ssa.Parameter][]chain{target.Params[0]: in}, depth: e.depth + 1}
+		out = append(out, f.returns(target, 0, inner)...)
+	}
+	return out
+}
+
+// scopeFuncs returns the functions a Scopes argument can be: a function, a
+// closure, or the closures a function of the package returns
+// (Scopes(AtVersion(v))).
+func (f *flow) scopeFuncs(v ssa.Value) []*ssa.Function {
+	if fn := calledFunction(v); fn != nil {
+		return []*ssa.Function{fn}
+	}
+	call, ok := unwrap(v).(*ssa.Call)
+	if !ok {
+		return nil
+	}
+	callee := call.Call.StaticCallee()
+	if callee == nil || callee.Pkg != f.pkg || len(callee.Blocks) == 0 {
+		return nil
+	}
+	var out []*ssa.Function
+	for _, b := range callee.Blocks {
+		if ret, ok := b.Instrs[len(b.Instrs)-1].(*ssa.Return); ok && len(ret.Results) == 1 {
+			fn := calledFunction(ret.Results[0])
+			if fn == nil {
+				return nil
+			}
+			out = append(out, fn)
+		}
+	}
+	return out
 }
 
 // helper returns the chains result index of a call of a function of the

@@ -129,3 +129,18 @@ func generic(ctx context.Context, db *gorm.DB, id uint) {
 	gorm.G[model.Token](db).Where("id = ? AND version = ?", id, 4).Update(ctx, "name", "x")
 	gorm.G[model.Log](db).Where("id = ?", id).Update(ctx, "msg", "x")
 }
+
+// Scopes made by a function of the package.
+
+func atVersion(v int64) func(*gorm.DB) *gorm.DB {
+	return func(d *gorm.DB) *gorm.DB { return d.Where("version = ?", v) }
+}
+
+func byKey(key string) func(*gorm.DB) *gorm.DB {
+	return func(d *gorm.DB) *gorm.DB { return d.Where("key = ?", key) }
+}
+
+func scopeFactories(db *gorm.DB, id uint, v int64) {
+	db.Model(&model.Token{}).Scopes(atVersion(v)).Where("id = ?", id).Update("name", "x")
+	db.Model(&model.Token{}).Scopes(byKey("k")).Update("name", "x") // want `unguarded Update of versioned model model.Token`
+}
