@@ -16,6 +16,17 @@ func TestApp(t *testing.T) {
 	checkGolden(t, dir, found)
 }
 
+// TestStorefront runs the analyzer over testdata/storefront, a small shop
+// back end written the way GORM applications are (handlers, a service
+// layer passing *gorm.DB around, a repository layer with raw SQL,
+// transactions, scopes, helpers returning chains, an admin form): every
+// unguarded write carries the report it must get, every other write and
+// read none.
+func TestStorefront(t *testing.T) {
+	dir := moduleDir(t, "testdata/storefront")
+	checkWants(t, dir, analyze(t, dir, load(t, dir, true, "./...")))
+}
+
 // TestExamples runs the analyzer over the project's examples module: it
 // must report nothing. Its deliberate unguarded writes (the bank's negative
 // control, the clean-ups of each run's own rows, the quickstart's act 1)
