@@ -27,10 +27,10 @@ import (
 //     called from elsewhere, a callback) it is a *gorm.DB of no model.
 //
 // Limits: a chain kept in a struct field, a global, a map or a channel is
-// a *gorm.DB of no model; a helper of another package is not followed;
-// GORM's in-place update of a statement (q.Where(...) with its result
-// dropped) is not seen, so a guard added that way is missed and the write
-// reported. Depths are bounded (helpers 4 deep, callers 3 up, 32
+// a *gorm.DB of no model; a helper or a scope of another package is not
+// followed; GORM's in-place update of a statement (q.Where(...) with its
+// result dropped) is not seen, so a guard added that way is missed and the
+// write reported. Depths are bounded (helpers 4 deep, callers 3 up, 32
 // alternative chains per value).
 
 // opKind is the kind of one step of a chain.
