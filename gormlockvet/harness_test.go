@@ -28,6 +28,10 @@ import (
 // the whole dependency graph type-checked from source again in every test
 // (analysistest's way: minutes under -race on the shared machine). It
 // checks analysistest's "// want" comments and .golden files.
+//
+// The test modules (testdata/*) require the golang.org/x/text the
+// workspace selects, so that GORM and gormlock compiled for them are the
+// ones make test's go vet step has already built.
 
 // loadMode is the command's.
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |

@@ -116,16 +116,20 @@ func oneAPIModule(t *testing.T, checkout string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The module requires what testdata/app requires: gormlock (this
+	// repository) and GORM.
+	mod, err := os.ReadFile("testdata/app/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sum, err := os.ReadFile("testdata/app/go.sum")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	files := map[string]string{
-		"go.mod": "module github.com/songquanpeng/one-api\n\ngo 1.26.0\n\n" +
-			"require (\n\tgithub.com/gormlock/gormlock v0.1.0\n\tgorm.io/gorm v1.30.5\n)\n\n" +
-			"require (\n\tgithub.com/jinzhu/inflection v1.0.0 // indirect\n\tgithub.com/jinzhu/now v1.1.5 // indirect\n\tgolang.org/x/text v0.20.0 // indirect\n)\n\n" +
-			"replace github.com/gormlock/gormlock => " + strconv.Quote(root) + "\n",
+		"go.mod": strings.NewReplacer("module example.com/app", "module github.com/songquanpeng/one-api",
+			"=> ../../..", "=> "+strconv.Quote(root)).Replace(string(mod)),
 		"go.sum": string(sum),
 	}
 	for name, src := range oneAPIStandIns {

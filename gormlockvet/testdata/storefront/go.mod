@@ -10,7 +10,7 @@ require (
 require (
 	github.com/jinzhu/inflection v1.0.0 // indirect
 	github.com/jinzhu/now v1.1.5 // indirect
-	golang.org/x/text v0.20.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/gormlock/gormlock => ../../..
