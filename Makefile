@@ -8,7 +8,7 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
 
-MODULES := . opendb/postgres opendb/mysql opendb/sqlite opendb/puresqlite internal/tests examples bench otelgormlock otelgormlock/internal/tests
+MODULES := . opendb/postgres opendb/mysql opendb/sqlite opendb/puresqlite internal/tests examples bench otelgormlock otelgormlock/internal/tests gormlockvet
 PACKAGES := $(foreach m,$(MODULES),$(if $(filter .,$(m)),./...,./$(m)/...))
 
 # Tools, pinned.

@@ -106,6 +106,7 @@ func run(ctx context.Context, w io.Writer, target string) (err error) {
 		return err
 	}
 	defer func() {
+		//gormlockvet:ignore the demo's own record, deleted once the demo is over
 		err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Where("id = ?", id).Delete(&Document{}).Error,
 			db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM gormlock_leases WHERE resource = 'documents' AND record_key = ?", id).Error)
 	}()
