@@ -5,8 +5,8 @@
 //	db, err := mysql.Open("app:secret@tcp(127.0.0.1:3306)/app")
 //
 // Those settings are connection settings that go-sql-driver/mysql and GORM's
-// MySQL dialector leave off by default: DSN adds them to a DSN, for an
-// application that opens the database itself, and Open opens a database
+// MySQL dialector leave off by default: [DSN] adds them to a DSN, for an
+// application that opens the database itself, and [Open] opens a database
 // with them and checks that the server applied them.
 package mysql
 
