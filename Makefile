@@ -1,4 +1,5 @@
-# The project's test command (README.md "Set up"; .ci/run calls it).
+# The project's test command (CONTRIBUTING.md "Running the tests"; .ci/run
+# calls it).
 #
 # The repository holds several modules (go.work ties them together): the
 # library at the root, one opener module per driver under opendb/, the
@@ -24,9 +25,9 @@ PROGRESS := go run ./internal/tests/cmd/testprogress
 # module of its own outside go.work, so that no other module raises them.
 OLD_DRIVERS := internal/tests/olddrivers
 
-.PHONY: test fmt-check vet staticcheck tidy-check importer-check nocgo old-drivers race newer-go quickstart clusters galera-up galera-down
+.PHONY: test fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go quickstart clusters galera-up galera-down
 
-test: fmt-check vet staticcheck tidy-check importer-check nocgo old-drivers race newer-go
+test: fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -44,6 +45,12 @@ tidy-check:
 # What an application that imports gormlock downloads and links.
 importer-check:
 	bash .ci/importer-check
+
+# The documents agree with each other and with the repository: links,
+# anchors and paths exist, and each figure is stated once
+# (CONTRIBUTING.md "Style").
+docs-check:
+	go run ./internal/tests/cmd/docscheck
 
 # The library and the pure-Go openers build and vet without cgo (a
 # PostgreSQL-only service built with CGO_ENABLED=0, as for a static binary
