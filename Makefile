@@ -1,4 +1,5 @@
-# The project's test command (README.md "Set up"; .ci/run calls it).
+# The project's test command (CONTRIBUTING.md "Running the tests"; .ci/run
+# calls it).
 #
 # The repository holds several modules (go.work ties them together): the
 # library at the root, one opener module per driver under opendb/, the
@@ -20,9 +21,13 @@ NEWER_GO := go1.27.3
 TEST_FLAGS := -count=1 -timeout 45m
 PROGRESS := go run ./internal/tests/cmd/testprogress
 
-.PHONY: test fmt-check vet staticcheck tidy-check importer-check nocgo race newer-go quickstart clusters galera-up galera-down
+# gormlock through the oldest GORM drivers docs/adopting.md claims: a
+# module of its own outside go.work, so that no other module raises them.
+OLD_DRIVERS := internal/tests/olddrivers
 
-test: fmt-check vet staticcheck tidy-check importer-check nocgo race newer-go
+.PHONY: test fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go quickstart clusters galera-up galera-down
+
+test: fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -35,11 +40,17 @@ staticcheck:
 
 # Every module's go.mod and go.sum are what go mod tidy makes them.
 tidy-check:
-	for m in $(MODULES); do echo "go mod tidy -diff in $$m"; (cd $$m && GOWORK=off go mod tidy -diff); done
+	for m in $(MODULES) $(OLD_DRIVERS); do echo "go mod tidy -diff in $$m"; (cd $$m && GOWORK=off go mod tidy -diff); done
 
 # What an application that imports gormlock downloads and links.
 importer-check:
 	bash .ci/importer-check
+
+# The documents agree with each other and with the repository: links,
+# anchors and paths exist, and each figure is stated once
+# (CONTRIBUTING.md "Style").
+docs-check:
+	go run ./internal/tests/cmd/docscheck
 
 # The library and the pure-Go openers build and vet without cgo (a
 # PostgreSQL-only service built with CGO_ENABLED=0, as for a static binary
@@ -52,6 +63,13 @@ nocgo:
 	CGO_ENABLED=0 go test -count=1 ./opendb/puresqlite/...
 	CGO_ENABLED=0 go test -count=1 -run '^Test' ./internal/tests/locking/
 	CGO_ENABLED=0 go test -count=1 -run 'Cgo|PureGo' ./internal/tests/opendb/ ./internal/tests/repository/
+
+# gorm.io/driver/postgres v1.4.1 (pgx v4) and gorm.io/driver/mysql v1.4.7
+# (go-sql-driver/mysql v1.7.0), opened as an application that keeps its
+# own gorm.Open does.
+old-drivers:
+	cd $(OLD_DRIVERS) && GOWORK=off go vet ./... && GOWORK=off go run $(STATICCHECK) ./...
+	cd $(OLD_DRIVERS) && GOWORK=off go test -race $(TEST_FLAGS) ./...
 
 race:
 	go test -race $(TEST_FLAGS) -json $(PACKAGES) | $(PROGRESS)

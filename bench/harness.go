@@ -669,7 +669,7 @@ func (h *harness) rawOp(n *node) op {
 		// through LAST_INSERT_ID (MySQL has no UPDATE ... RETURNING), which
 		// the server's answer to the UPDATE carries.
 		sel = "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?"
-		upd = "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND `version` = ?"
+		upd = "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))))), `updated_at` = ? WHERE `id` = ? AND `version` = ?"
 	}
 	dialect := h.dialect
 	return func(ctx context.Context, id int64) (int, error) {

@@ -37,11 +37,11 @@
 // The migrations are versioned SQL, one folder per supported dialect
 // (sqlite/, postgres/, and mysql/ for MySQL and MariaDB, which
 // gorm.io/driver/mysql both names "mysql"), embedded in the binary. Version
-// 1 creates gormlock_leases, version 2 gormlock_operations. Up runs them
-// itself, through db, and records each applied version in VersionTable; it
+// 1 creates gormlock_leases, version 2 gormlock_operations. [Up] runs them
+// itself, through db, and records each applied version in [VersionTable]; it
 // needs no migration tool. The files carry goose's annotations ("-- +goose
 // Up", "-- +goose Down"), so that an application that runs goose itself can
-// take them as they are (FS).
+// take them as they are ([FS]).
 //
 // On SQLite and PostgreSQL each migration runs in one transaction with the
 // row that records it. MySQL and MariaDB commit every CREATE TABLE, CREATE
@@ -77,9 +77,9 @@
 //
 // An application that keeps its whole schema in one tool (goose with its own
 // files, golang-migrate, Atlas, ...) copies gormlock's SQL into its own
-// migrations instead of calling Up. Scripts returns each migration's Up and
-// Down SQL per dialect as plain strings (UpStatements and DownStatements split
-// them for db.Exec); FS returns the files themselves, with their goose
+// migrations instead of calling Up. [Scripts] returns each migration's Up and
+// Down SQL per dialect as plain strings ([Script.UpStatements] and
+// [Script.DownStatements] split them for db.Exec); FS returns the files themselves, with their goose
 // annotations. For golang-migrate, write each Script's Up and Down to
 // NNN_gormlock_NAME.up.sql and NNN_gormlock_NAME.down.sql, with NNN in your
 // own sequence (see the example of Scripts). Calling Up on such a database
@@ -91,7 +91,7 @@
 // table it creates exists with exactly the columns it creates, Up records
 // the migration as applied instead of running it, and runs the pending
 // migrations whose tables are missing. A table of that name with other
-// columns stops Up with an error matching ErrTableExists, naming the table
+// columns stops Up with an error matching [ErrTableExists], naming the table
 // and its differences, before any of gormlock's tables is created.
 //
 // # A version trigger for writers outside gormlock
@@ -100,12 +100,12 @@
 // Raw SQL, another service or a tool that updates a versioned table and
 // leaves the version as it was goes unnoticed: a guarded writer holding a
 // copy read before that UPDATE passes its guard and overwrites the change.
-// CreateVersionTrigger adds a trigger to a model's table that advances the
+// [CreateVersionTrigger] adds a trigger to a model's table that advances the
 // version on every UPDATE that leaves it unchanged, to max(previous + 1, the
 // database's clock in microseconds) as gormlock's own writes do; the guarded
-// writer's copy is then stale, its Update fails with locking.ErrStaleData,
-// and Mutate reads again and re-runs. DropVersionTrigger removes the
-// trigger, and VersionTrigger gives its SQL for an application's own
+// writer's copy is then stale, its Update fails with [locking.ErrStaleData],
+// and Mutate reads again and re-runs. [DropVersionTrigger] removes the
+// trigger, and [VersionTrigger] gives its SQL for an application's own
 // migration tool.
 //
 // The trigger is optional. An application whose every write goes through

@@ -12,8 +12,13 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
+	caps "github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/locking"
 )
+
+// mysqlClockMicros is the clock a MySQL or MariaDB trigger gives versions
+// from, in microseconds, whatever the writer's session time zone.
+const mysqlClockMicros = caps.MySQLClockMicros
 
 // triggerPrefix starts the name of every version trigger (and, on
 // PostgreSQL, of its function), the table's name follows.
@@ -177,7 +182,7 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 		up = head +
 			create + qtrigger + " BEFORE UPDATE ON " + qtable + " FOR EACH ROW\n" +
 			"\tSET NEW." + v + " = IF(NEW." + v + " <=> OLD." + v + ",\n" +
-			"\t\tGREATEST(COALESCE(OLD." + v + ", 0) + 1, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)),\n" +
+			"\t\tGREATEST(COALESCE(OLD." + v + ", 0) + 1, " + mysqlClockMicros + "),\n" +
 			"\t\tNEW." + v + ");\n"
 		down = "DROP TRIGGER IF EXISTS " + qtrigger + ";\n"
 	}

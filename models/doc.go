@@ -1,7 +1,8 @@
 // Package models holds what an application's entities embed for gormlock:
-// Model (an auto-increment key and the version), Versioned (the version and
-// the creation and update times, beside a key of the entity's own) and
-// Versioning (the version alone, beside gorm.Model).
+// [Model] (an auto-increment key and the version), [Versioned] (the version
+// and the creation and update times, beside a key of the entity's own) and
+// [Versioning] (the version alone, beside gorm.Model, or beside a key and
+// times of the entity's own).
 //
 // The smallest complete program:
 //
@@ -57,7 +58,7 @@
 //
 // The version column must be NOT NULL: declare it so in your own migrations
 // (GORM's AutoMigrate does, from the field's tag), and
-// repository.Repository.VerifySchema checks it. The guide
+// [github.com/gormlock/gormlock/repository.Repository.VerifySchema] checks it. The guide
 // docs/getting-started.md says what a version is, and
 // docs/coming-from-gorm.md how to add one to an existing gorm.Model.
 package models

@@ -1,12 +1,12 @@
 // Package otelgormlock reports what gormlock's calls decide — conflicts,
 // attempts, escalations to a row lock, give-ups, unknown outcomes, lock
 // waits, lease grants, expiries and fencing refusals — as OpenTelemetry
-// metrics and spans. It implements repository.Observer; the library itself
+// metrics and spans. It implements [repository.Observer]; the library itself
 // imports no telemetry package, so an application that does not import
 // this one pays nothing for it.
 //
-// Register an Observer for every repository of a *gorm.DB, before building
-// them:
+// Register an [Observer] ([New]) for every repository of a *gorm.DB, before
+// building them:
 //
 //	obs, err := otelgormlock.New() // the global providers; see the options
 //	if err != nil {
@@ -17,7 +17,7 @@
 //	}
 //	accounts, err := repository.New[Account](db)
 //
-// or for one repository with repository.WithObserver(obs).
+// or for one repository with [repository.WithObserver](obs).
 //
 // Every Mutate, Upsert, MutateRowLocked and lease call gets a span, named
 // "<operation> <table>" ("mutate accounts"), with the attributes

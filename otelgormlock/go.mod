@@ -7,6 +7,7 @@ require (
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/metric v1.40.0
 	go.opentelemetry.io/otel/trace v1.40.0
+	gorm.io/gorm v1.30.5
 )
 
 require (
@@ -17,7 +18,6 @@ require (
 	github.com/jinzhu/now v1.1.5 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	golang.org/x/text v0.20.0 // indirect
-	gorm.io/gorm v1.30.5 // indirect
 )
 
 replace github.com/gormlock/gormlock => ..

@@ -1,4 +1,4 @@
-// Package repository provides Repository[T], a typed store for one GORM model
+// Package repository provides [Repository], a typed store for one GORM model
 // whose every write is guarded by the record's version.
 //
 // The guides in the repository's docs/ folder tell when to use which call
@@ -57,43 +57,54 @@
 //
 // # The surface, in layers
 //
-// What applications call, on *Repository[T]:
+// What applications call, on *[Repository][T], built by [New]:
 //
-//   - reads: Get, Find;
-//   - writes guarded by the version: Create, Update, Delete, Restore,
-//     ForceIncrement, UpdateMany;
+//   - reads: [Repository.Get], [Repository.Find];
+//   - writes guarded by the version: [Repository.Create],
+//     [Repository.Update], [Repository.Delete], [Repository.Restore],
+//     [Repository.ForceIncrement], [Repository.UpdateMany];
 //   - read-modify-write, re-run from a fresh read when another writer
-//     wins: Mutate, Upsert; and Apply, one guarded statement for
-//     commutative changes such as counters (no read, nothing to retry);
-//   - row locks, held until the transaction in ctx ends: LockRow and
-//     LockRows (with the LockOptions NoWait, LockTimeout, ForShare),
-//     MutateRowLocked (with NoWait, LockTimeout), Claim;
+//     wins: [Repository.Mutate], [Repository.Upsert]; and
+//     [Repository.Apply] ([Add], [SetTo], [Expr], [If]), one guarded
+//     statement for commutative changes such as counters (no read, nothing
+//     to retry);
+//   - row locks, held until the transaction in ctx ends:
+//     [Repository.LockRow] and [Repository.LockRows] (with the LockOptions
+//     [NoWait], [LockTimeout], [ForShare]), [Repository.MutateRowLocked]
+//     (with NoWait, LockTimeout), [Repository.Claim];
 //   - leases, time-limited locks that outlive transactions (get-and-lock):
-//     r.Leases() — Acquire, Get, Release, Renew, Update, Delete, Sweep —
-//     and ReleaseOwnerLeases;
-//   - transactions: RunInTx, InTx, Tx, WithTx; operation keys: OpKey,
-//     LookupOperation, PurgeOperations.
+//     [Repository.Leases] — [Leases.Acquire], [Leases.Get],
+//     [Leases.Release], [Leases.Renew], [Leases.Update], [Leases.Delete],
+//     [Leases.Sweep] — and [ReleaseOwnerLeases];
+//   - transactions: [RunInTx], [InTx], [Tx], [WithTx]; operation keys:
+//     [OpKey], [LookupOperation], [PurgeOperations];
+//   - writers that are not moved to gormlock yet: [Plugin] (with
+//     [GuardGORMUpdates], [StrictGORMWrites]); start-up checks:
+//     [Repository.VerifySchema], [VerifyOperationSchema]; what a call did:
+//     [Report], [WithMutateHook], [WithObserver], [ObserverPlugin].
 //
-// What adapters need (package rest): r.Adapter() — ParseID, Identity,
-// SetIdentity, CopyWritable, KeyAssignedByDatabase.
+// What adapters need (package rest): [Repository.Adapter] —
+// [Adapter.ParseID], [Adapter.Identity], [Adapter.SetIdentity],
+// [Adapter.CopyWritable], [Adapter.KeyAssignedByDatabase].
 //
 // Options come in families, one per kind of call, so that an option given
-// to a call it does not apply to does not compile: Option (New's, all named
-// With...; no per-call option is), WriteOption with UpdateOption and
-// DeleteOption, ReadOption, FindOption, ClaimOption, MutateOption with
-// LockedMutateOption, LockOption with LockWaitOption, LeaseOption, and
-// ApplyOption. Errors are the sentinels and types of package locking,
-// matched with errors.Is and errors.As.
+// to a call it does not apply to does not compile: [Option] (New's, all
+// named With...; no per-call option is), [WriteOption] with [UpdateOption]
+// and [DeleteOption], [ReadOption], [FindOption], [ClaimOption],
+// [MutateOption] with [LockedMutateOption], [LockOption] with
+// [LockWaitOption], [LeaseOption], and [ApplyOption]. Errors are the
+// sentinels and types of package [locking], matched with errors.Is and
+// errors.As.
 //
 // A guarded write is a single statement
 //
 //	UPDATE t SET <every column>, version = <next version> ... WHERE pk = ? AND version = ?
 //
 // and zero rows affected is never ignored: the caller gets an error matching
-// locking.ErrStaleData (a *locking.StaleDataError naming the versions) when
-// another writer got there first, or locking.ErrNotFound when the record is
-// gone. Writes are never routed through gorm.DB.Save, whose zero-rows fallback
-// is an upsert that overwrites newer data.
+// [locking.ErrStaleData] (a *[locking.StaleDataError] naming the versions)
+// when another writer got there first, or [locking.ErrNotFound] when the
+// record is gone. Writes are never routed through [gorm.DB.Save], whose
+// zero-rows fallback is an upsert that overwrites newer data.
 //
 // # Versions
 //
@@ -107,11 +118,11 @@
 // # Outcomes
 //
 // Every write's error says whether it was applied: nil means applied, an
-// error matching locking.ErrCommitUnknown means the outcome is unknown (the
-// statement or COMMIT was sent, and then the connection broke or ctx ended),
-// any other error means not applied. A write made with an operation key
-// (OpKey) applies at most once however often it is repeated, and
-// LookupOperation tells whether it was applied.
+// error matching [locking.ErrCommitUnknown] means the outcome is unknown
+// (the statement or COMMIT was sent, and then the connection broke or ctx
+// ended), any other error means not applied. A write made with an operation
+// key ([OpKey]) applies at most once however often it is repeated, and
+// [LookupOperation] tells whether it was applied.
 //
 // Mutate and Upsert re-run the whole read-modify-write under a bounded,
 // jittered retry policy. RunInTx groups several repositories' writes into one
@@ -134,8 +145,8 @@
 // # Models
 //
 // A model is a struct with a primary key of one or several columns (see
-// Key) and an int64 version field: a field named Version (models.Versioned,
-// or models.Versioning beside gorm.Model) or one tagged
+// [Key]) and an int64 version field: a field named Version (models.Versioned,
+// or models.Versioning beside [gorm.Model]) or one tagged
 // `gormlock:"version"`. A gorm.DeletedAt field makes deletes soft (see
 // Delete, Restore, IncludeDeleted). Anything New cannot honour is refused
 // with an error that names it and what to do instead.

@@ -37,7 +37,7 @@ func (r *Repository[T]) notNullAdvice(col string) string {
 	case dialect.Postgres:
 		return fmt.Sprintf("give rows without a version one, then forbid NULL: UPDATE %s SET %s = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT WHERE %s IS NULL OR %s = 0; ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t, v, v, v, t, v)
 	case dialect.MySQL:
-		return fmt.Sprintf("give rows without a version one, then forbid NULL: UPDATE %s SET %s = CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) WHERE %s IS NULL OR %s = 0; ALTER TABLE %s MODIFY %s BIGINT NOT NULL", t, v, v, v, t, v)
+		return fmt.Sprintf("give rows without a version one, then forbid NULL: UPDATE %s SET %s = %s WHERE %s IS NULL OR %s = 0; ALTER TABLE %s MODIFY %s BIGINT NOT NULL", t, v, dialect.MySQLClockMicros, v, v, t, v)
 	}
 	return fmt.Sprintf("SQLite cannot add NOT NULL to a column in place: create the table again with %s BIGINT NOT NULL and copy the rows, giving those without a version one (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))", v)
 }

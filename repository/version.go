@@ -19,18 +19,22 @@ import (
 //
 //	max(previous version + 1, now in microseconds since the Unix epoch)
 //
-// where "now" also never repeats within the process (two writes in the same
-// microsecond get consecutive numbers). Versions still only grow per record,
-// and the writer knows the new version before sending the statement, so a
-// guarded write stays one statement with no extra round trip. A record
-// created again after a delete starts above every version its earlier
-// incarnation had, because those were all issued before the delete; and the
-// writes a failover lost are not re-issued, because the writes after it
-// carry later times.
+// where "now" is the database's clock on PostgreSQL, MySQL and MariaDB
+// (dialect.Caps.NextVersion: one clock for every writer, read by the
+// guarded statement itself, which returns the version it set), and on
+// SQLite this process's clock, read once the write holds the database's
+// write lock, that never repeats within the process (nextVersion below:
+// two writes in the same microsecond get consecutive numbers). Versions
+// still only grow per record, and a guarded write stays one statement with
+// no extra round trip. A record created again after a delete starts above
+// every version its earlier incarnation had, because those were all issued
+// before the delete; and the writes a failover lost are not re-issued,
+// because the writes after it carry later times.
 //
-// What this asks of the deployment: the clocks of the processes writing a
-// table agree to within the time between deleting a key and creating it
-// again (NTP keeps them to milliseconds). A version is about 1.8e15 today:
+// What this asks of the deployment: that clock (on SQLite, the clocks of
+// the processes writing the file) does not go back by more than the time
+// between deleting a key and creating it again (NTP keeps them to
+// milliseconds). A version is about 1.8e15 today:
 // it needs a 64-bit column and fits a JSON number exactly (below 2^53) until
 // the year 2255.
 

@@ -1,4 +1,4 @@
-// Package rest exposes a repository.Repository as a JSON resource over HTTP,
+// Package rest exposes a [repository.Repository] as a JSON resource over HTTP,
 // with the record's version as its ETag, so HTTP clients get the same
 // protection against lost updates as Go callers: a write must name the
 // version it read in If-Match, and gets 412 when the record moved on. The
@@ -49,7 +49,7 @@
 //		log.Fatal(http.ListenAndServe("localhost:8080", mux))
 //	}
 //
-// Mount(mux, "/documents", h) serves the collection at both "/documents"
+// [Mount](mux, "/documents", h) serves the collection at both "/documents"
 // and "/documents/"; the
 // handler itself treats an empty path and "/" alike, so
 // mux.Handle("/documents/", http.StripPrefix("/documents", h)) works too,

@@ -215,12 +215,24 @@ var table = map[string]Caps{
 	}),
 }
 
+// MySQLClockMicros is MySQL's and MariaDB's clock in microseconds since
+// the Unix epoch, read when the expression is evaluated (SYSDATE, unlike
+// NOW, after any lock wait), whatever the session's time zone: SYSDATE is
+// the session zone's wall time, and the statement's UTC offset,
+// CURRENT_TIMESTAMP (NOW) minus UTC_TIMESTAMP, both the statement's start,
+// turns it into UTC. UNIX_TIMESTAMP(SYSDATE(6)) would convert back through
+// the zone's rules instead, which map the hour a daylight saving change
+// repeats to one of its two instants: for that hour the clock would read
+// an hour early. (It spells NOW as CURRENT_TIMESTAMP: the lease and
+// operation statements put the clock where their text says NOW.)
+const MySQLClockMicros = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6)))"
+
 // mysqlCaps are the capabilities MySQL, MariaDB and Galera share.
 func mysqlCaps(name string, features map[Feature]Support) Caps {
 	return Caps{
 		Name:             name,
-		NowMillis:        "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)",
-		NextVersion:      "LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)))",
+		NowMillis:        "(" + MySQLClockMicros + " DIV 1000)",
+		NextVersion:      "LAST_INSERT_ID(GREATEST(?, " + MySQLClockMicros + "))",
 		VersionBack:      LastInsertID,
 		StatementTimeout: "SET STATEMENT max_statement_time=",
 		HashComments:     true,

@@ -6,6 +6,7 @@ import (
 	"log"
 	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -14,10 +15,12 @@ import (
 )
 
 // Open opens MySQL or MariaDB with the settings DSN adds, and checks them on
-// a first connection. The example has no output: it needs a server, so go
-// test compiles it without running it.
+// a first connection. The DSN here comes from the environment
+// (app:secret@tcp(localhost:3306)/shop, say). The example needs a server,
+// so go test compiles it without running it; its last comment says what it
+// prints.
 func ExampleOpen() {
-	db, err := mysql.Open("app:secret@tcp(localhost:3306)/shop")
+	db, err := mysql.Open(os.Getenv("MYSQL_DSN"))
 	if errors.Is(err, locking.ErrInvalidArgument) {
 		log.Fatalf("fix the DSN: %v", err) // e.g. clientFoundRows=false, a non-strict sql_mode
 	}
@@ -27,6 +30,11 @@ func ExampleOpen() {
 	sqlDB, _ := db.DB()
 	defer sqlDB.Close()
 	// db is a *gorm.DB: pass it to migrations.Up, repository.New, ...
+	var zone, charset string
+	db.Raw(`SELECT @@session.time_zone, @@session.character_set_connection`).Row().Scan(&zone, &charset)
+	fmt.Println(db.Dialector.Name(), zone, charset)
+	// Prints:
+	// mysql +00:00 utf8mb4
 }
 
 // DSN adds the settings gormlock relies on to a DSN, in any of its forms,
@@ -66,4 +74,24 @@ func ExampleDSN_refused() {
 	// Output:
 	// true false
 	// true false
+}
+
+// GORM's documentation writes MySQL DSNs with loc=Local: DSN keeps loc, and
+// gives the session loc's time zone, so that NOW() and TIMESTAMP columns
+// agree with the times the driver sends. Here loc names a zone that keeps
+// one offset, which the session takes; a zone with daylight saving time is
+// set by name ('Europe/Berlin'), which the server knows from its time zone
+// tables.
+func ExampleDSN_loc() {
+	dsn, err := mysql.DSN("app:secret@tcp(db.internal:3306)/shop?charset=utf8mb4&parseTime=True&loc=Asia%2FShanghai")
+	if err != nil {
+		panic(err)
+	}
+	_, query, _ := strings.Cut(dsn, "?")
+	params, _ := url.ParseQuery(query)
+	fmt.Println("loc:", params.Get("loc"))
+	fmt.Println("time_zone:", params.Get("time_zone"))
+	// Output:
+	// loc: Asia/Shanghai
+	// time_zone: '+08:00'
 }

@@ -5,13 +5,14 @@
 //	db, err := mysql.Open("app:secret@tcp(127.0.0.1:3306)/app")
 //
 // Those settings are connection settings that go-sql-driver/mysql and GORM's
-// MySQL dialector leave off by default: DSN adds them to a DSN, for an
-// application that opens the database itself, and Open opens a database
+// MySQL dialector leave off by default: [DSN] adds them to a DSN, for an
+// application that opens the database itself, and [Open] opens a database
 // with them and checks that the server applied them.
 package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -41,10 +42,6 @@ const DatetimePrecision = 6
 // other; a comparison with a column uses the column's collation.
 const Collation = "utf8mb4_general_ci"
 
-// mysqlTimeZone is the session time zone DSN sets, as the value of
-// SET time_zone.
-const mysqlTimeZone = "'+00:00'"
-
 // DSN returns dsn, a MySQL or MariaDB data source name, with the
 // settings gormlock relies on, in go-sql-driver/mysql's form
 // (user:password@tcp(host:port)/dbname?param=value), for sql.Open("mysql",
@@ -61,17 +58,24 @@ const mysqlTimeZone = "'+00:00'"
 //     clientFoundRows=false is refused.
 //   - parseTime=true: DATETIME and TIMESTAMP values are read as time.Time,
 //     which GORM's models need. A dsn that sets parseTime=false is refused.
-//   - loc=UTC: times are written and read as UTC, the session's time zone
-//     (below). A dsn that sets another loc is refused.
+//   - loc is kept: the driver writes times in loc and reads DATETIME and
+//     TIMESTAMP values as times in loc. Without it they are UTC (loc=UTC);
+//     GORM's documentation writes loc=Local, the process's time zone.
 //   - charset=utf8mb4, with the dsn's utf8mb4 collation or Collation:
 //     every Unicode character, 4-byte ones (emoji) included, reaches the
 //     server unchanged; utf8 (utf8mb3) would reject or mangle them. A dsn
 //     that sets another charset, or a collation of another charset, is
 //     refused.
-//   - time_zone='+00:00', a session variable set on every connection: NOW(),
-//     UNIX_TIMESTAMP() and TIMESTAMP columns agree with the UTC times the
-//     driver sends (the server's own default is usually SYSTEM, the host's
-//     zone). A dsn that sets time_zone to another value is refused.
+//   - time_zone, a session variable set on every connection, to loc's
+//     zone: NOW(), CURRENT_TIMESTAMP defaults and TIMESTAMP columns agree
+//     with the times the driver sends (the server's own default is usually
+//     SYSTEM, the host's zone). It is loc's offset ('+00:00' for UTC,
+//     '+08:00' for Asia/Shanghai) when loc keeps one offset from now on,
+//     and otherwise loc's name ('Europe/Berlin'; for loc=Local the name TZ
+//     or /etc/localtime gives), which the server knows only when its time
+//     zone tables are loaded (mariadb-tzinfo-to-sql, mysql_tzinfo_to_sql).
+//     A dsn that sets time_zone to another value is refused. gormlock's
+//     versions and lease expiry do not depend on the session's zone.
 //   - sql_mode with STRICT_ALL_TABLES added to the server's modes, unless dsn
 //     sets sql_mode itself: a value too long for its column (a record key, a
 //     lease owner) is refused with error 1406 instead of being cut short with
@@ -88,46 +92,55 @@ const mysqlTimeZone = "'+00:00'"
 // locking.ErrInvalidArgument that names the setting and never repeats the
 // password.
 func DSN(dsn string) (string, error) {
-	cfg, explicit, err := parseDSN(dsn)
+	cfg, err := settings(dsn)
 	if err != nil {
 		return "", err
 	}
+	return cfg.FormatDSN(), nil
+}
+
+// settings returns the driver's Config of dsn with the settings DSN adds.
+func settings(dsn string) (*drivermysql.Config, error) {
+	cfg, explicit, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
 	if v, ok := explicit["clientFoundRows"]; ok && !cfg.ClientFoundRows {
-		return "", locking.Invalid("mysql: DSN sets clientFoundRows=%s: gormlock needs clientFoundRows=true, or a guarded UPDATE that writes a record's current values reports 0 rows and reads as a stale version; remove the parameter", v)
+		return nil, locking.Invalid("mysql: DSN sets clientFoundRows=%s: gormlock needs clientFoundRows=true, or a guarded UPDATE that writes a record's current values reports 0 rows and reads as a stale version; remove the parameter", v)
 	}
 	if v, ok := explicit["parseTime"]; ok && !cfg.ParseTime {
-		return "", locking.Invalid("mysql: DSN sets parseTime=%s: gormlock needs parseTime=true to read DATETIME columns into time.Time; remove the parameter", v)
-	}
-	if cfg.Loc != time.UTC {
-		return "", locking.Invalid("mysql: DSN sets loc=%s: gormlock's sessions run in UTC (time_zone '+00:00'), so times must be sent and read as UTC; remove the parameter", cfg.Loc)
+		return nil, locking.Invalid("mysql: DSN sets parseTime=%s: gormlock needs parseTime=true to read DATETIME columns into time.Time; remove the parameter", v)
 	}
 	if v, ok := explicit["charset"]; ok && !strings.EqualFold(v, "utf8mb4") {
-		return "", locking.Invalid("mysql: DSN sets charset=%s: gormlock needs utf8mb4, the character set that holds every Unicode character; remove the parameter", v)
+		return nil, locking.Invalid("mysql: DSN sets charset=%s: gormlock needs utf8mb4, the character set that holds every Unicode character; remove the parameter", v)
 	}
 	collation := Collation
 	if cfg.Collation != "" {
 		if !strings.HasPrefix(strings.ToLower(cfg.Collation), "utf8mb4_") {
-			return "", locking.Invalid("mysql: DSN sets collation=%s: gormlock needs a utf8mb4 collation; remove the parameter or name one such as %s", cfg.Collation, Collation)
+			return nil, locking.Invalid("mysql: DSN sets collation=%s: gormlock needs a utf8mb4 collation; remove the parameter or name one such as %s", cfg.Collation, Collation)
 		}
 		collation = cfg.Collation
 	}
-	if v, ok := cfg.Params["time_zone"]; ok && v != mysqlTimeZone {
-		return "", locking.Invalid("mysql: DSN sets time_zone=%s: gormlock's sessions run in UTC (time_zone %s); remove the parameter", v, mysqlTimeZone)
+	zone, err := sessionZone(cfg.Loc, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := cfg.Params["time_zone"]; ok && v != zone {
+		return nil, locking.Invalid("mysql: DSN sets time_zone=%s: gormlock sets the session's time zone to loc's (loc=%s: time_zone %s), so that NOW() and TIMESTAMP columns agree with the times the driver sends; remove the parameter", v, cfg.Loc, zone)
 	}
 	cfg.ClientFoundRows = true
 	cfg.ParseTime = true
-	cfg.Loc = time.UTC
 	if err := cfg.Apply(drivermysql.Charset("utf8mb4", collation)); err != nil {
-		return "", locking.Invalid("mysql: DSN: %v", err)
+		return nil, locking.Invalid("mysql: DSN: %v", err)
 	}
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
-	cfg.Params["time_zone"] = mysqlTimeZone
+	cfg.Params["time_zone"] = zone
 	if _, ok := cfg.Params["sql_mode"]; !ok {
 		cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')"
 	}
-	return cfg.FormatDSN(), nil
+	return cfg, nil
 }
 
 // parseDSN parses dsn (see DSN for its forms) with the driver's
@@ -290,37 +303,64 @@ func driverDSNParams(dsn string) map[string]string {
 // GORM's logger is silenced.
 //
 // It connects once, to check the server is reachable and that the session
-// runs in UTC, in utf8mb4 and in a strict sql_mode; a dsn whose own sql_mode
-// is not strict gives an error matching locking.ErrInvalidArgument, and the
-// pool is closed.
+// runs in utf8mb4, in a strict sql_mode and in loc's time zone; a dsn whose
+// own sql_mode is not strict gives an error matching
+// locking.ErrInvalidArgument, a server that does not know loc's zone by
+// name (its time zone tables are not loaded) or converts times otherwise
+// than Go does in loc one matching locking.ErrNotSupported, and the pool
+// is closed.
 func Open(dsn string, opts ...gorm.Option) (*gorm.DB, error) {
-	safe, err := DSN(dsn)
+	cfg, err := settings(dsn)
 	if err != nil {
 		return nil, err
 	}
+	zone := cfg.Params["time_zone"]
 	precision := DatetimePrecision
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: safe, DefaultDatetimePrecision: &precision}), opener.Defaults(opts)...)
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN(), DefaultDatetimePrecision: &precision}), opener.Defaults(opts)...)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: open: %w", err)
+		return nil, fmt.Errorf("mysql: open: %w", unknownZone(err, zone))
 	}
-	if err := checkMySQLSettings(db); err != nil {
+	if err := checkMySQLSettings(db, cfg.Loc, zone); err != nil {
 		_ = opener.Close(db)
-		return nil, fmt.Errorf("mysql: open: %w", err)
+		return nil, fmt.Errorf("mysql: open: %w", unknownZone(err, zone))
 	}
 	return db, nil
 }
 
+// errUnknownTimeZone is the server's error for a time zone it does not
+// know: ER_UNKNOWN_TIME_ZONE.
+const errUnknownTimeZone = 1298
+
+// unknownZone returns err, and when it is the server's refusal of zone an
+// error matching locking.ErrNotSupported that says how to load the
+// server's time zone tables, wrapping err.
+func unknownZone(err error, zone string) error {
+	var merr *drivermysql.MySQLError
+	if !errors.As(err, &merr) || merr.Number != errUnknownTimeZone {
+		return err
+	}
+	return fmt.Errorf("%w: the server does not know the time zone %s, loc's (the zone changes its offset, so the session follows it by name); load the server's time zone tables (mariadb-tzinfo-to-sql /usr/share/zoneinfo | mariadb -u root mysql, or MySQL's mysql_tzinfo_to_sql), or use loc=UTC: %w",
+		locking.ErrNotSupported, zone, err)
+}
+
 // checkMySQLSettings reads back, on one connection of db, the session
-// settings DSN asks for.
-func checkMySQLSettings(db *gorm.DB) error {
+// settings DSN asks for, and checks that the server converts times to the
+// session's zone (zone, quoted) as Go does to loc, now and over the coming
+// year: a server's time zone tables can be older than Go's.
+func checkMySQLSettings(db *gorm.DB, loc *time.Location, zone string) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	var zone, mode, charset string
-	if err := sqlDB.QueryRowContext(ctx, `SELECT @@session.time_zone, @@session.sql_mode, @@session.character_set_connection`).
-		Scan(&zone, &mode, &charset); err != nil {
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var session, mode, charset string
+	if err := conn.QueryRowContext(ctx, `SELECT @@session.time_zone, @@session.sql_mode, @@session.character_set_connection`).
+		Scan(&session, &mode, &charset); err != nil {
 		return fmt.Errorf("reading the session's settings: %w", err)
 	}
 	strict := false
@@ -332,9 +372,38 @@ func checkMySQLSettings(db *gorm.DB) error {
 	if !strict {
 		return locking.Invalid("the DSN's sql_mode leaves the session without a strict mode (sql_mode=%q): values too long for their column would be cut short instead of refused; add STRICT_ALL_TABLES to it, or remove sql_mode from the DSN", mode)
 	}
-	if zone != "+00:00" || charset != "utf8mb4" {
-		return fmt.Errorf("%w: the server did not apply the DSN's settings (time_zone=%s character_set_connection=%s; want +00:00, utf8mb4)",
-			locking.ErrNotSupported, zone, charset)
+	if want := strings.Trim(zone, "'"); session != want || charset != "utf8mb4" {
+		return fmt.Errorf("%w: the server did not apply the DSN's settings (time_zone=%s character_set_connection=%s; want %s, utf8mb4)",
+			locking.ErrNotSupported, session, charset, want)
+	}
+	return checkZoneAgrees(ctx, conn, loc)
+}
+
+// checkZoneAgrees compares, at four instants a season apart from now, the
+// server's conversion of a UTC time to the session's zone with Go's to
+// loc.
+func checkZoneAgrees(ctx context.Context, conn *sql.Conn, loc *time.Location) error {
+	const layout = "2006-01-02 15:04:05"
+	now := time.Now().UTC().Truncate(time.Second)
+	instants := make([]any, 4)
+	for i := range instants {
+		instants[i] = now.AddDate(0, 3*i, 0).Format(layout)
+	}
+	got := make([]string, len(instants))
+	dest := make([]any, len(got))
+	for i := range got {
+		dest[i] = &got[i]
+	}
+	conv := "CAST(CONVERT_TZ(?, '+00:00', @@session.time_zone) AS CHAR)"
+	if err := conn.QueryRowContext(ctx, "SELECT "+strings.Repeat(conv+", ", len(instants)-1)+conv, instants...).Scan(dest...); err != nil {
+		return fmt.Errorf("converting times to the session's time zone: %w", err)
+	}
+	for i, utc := range instants {
+		t, _ := time.Parse(layout, utc.(string))
+		if want := t.In(loc).Format(layout); got[i] != want {
+			return fmt.Errorf("%w: the server's time zone tables disagree with Go's for loc=%s: %s UTC is %s there, %s in Go; update the server's time zone tables",
+				locking.ErrNotSupported, loc, utc, got[i], want)
+		}
 	}
 	return nil
 }

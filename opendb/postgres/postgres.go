@@ -7,7 +7,7 @@
 //	}
 //	repo, err := repository.New[Invoice](db)
 //
-// Open (and DSN, for an application that opens the database itself) sets
+// [Open] (and [DSN], for an application that opens the database itself) sets
 // pgx's default_query_exec_mode to exec unless the DSN names a mode: pgx's
 // own default, cache_statement, prepares named statements on the server
 // connection, which a connection pooler in transaction mode (PgBouncer

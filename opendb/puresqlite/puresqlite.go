@@ -2,7 +2,7 @@
 // pure-Go driver, github.com/glebarez/sqlite (a GORM dialector over
 // github.com/glebarez/go-sqlite, a fork of modernc.org/sqlite: SQLite
 // translated to Go), with the settings of package
-// github.com/gormlock/gormlock/opendb/sqlite. A program that uses it builds
+// [github.com/gormlock/gormlock/opendb/sqlite]. A program that uses it builds
 // with CGO_ENABLED=0.
 //
 //	db, err := puresqlite.Open("app.db")

@@ -8,16 +8,16 @@
 //	}
 //	repo, err := repository.New[Invoice](db)
 //
-// SQLite is the embedded default for local development. Opened with Open,
+// SQLite is the embedded default for local development. Opened with [Open],
 // it runs in WAL mode (readers never block the writer), waits up to
-// BusyTimeout for the write lock instead of failing with "database is
+// [BusyTimeout] for the write lock instead of failing with "database is
 // locked", and begins every transaction with BEGIN IMMEDIATE, so a
 // transaction takes the write lock up front and never fails half-way when it
 // upgrades from reading to writing. The price: transactions, even read-only
 // ones, run one at a time.
 //
 // The driver is C: in a program built with CGO_ENABLED=0, Open returns an
-// error matching locking.ErrNotSupported. Package
+// error matching [locking.ErrNotSupported]. Package
 // github.com/gormlock/gormlock/opendb/puresqlite opens the file with the same
 // settings through a pure-Go driver.
 package sqlite

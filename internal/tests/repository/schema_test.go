@@ -88,7 +88,7 @@ func notNullAdvice(dialect, table string) string {
 	return map[string]string{
 		"sqlite":   "SQLite cannot add NOT NULL to a column in place: create the table again with `version` BIGINT NOT NULL and copy the rows, giving those without a version one (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))",
 		"postgres": `give rows without a version one, then forbid NULL: UPDATE "` + table + `" SET "version" = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT WHERE "version" IS NULL OR "version" = 0; ALTER TABLE "` + table + `" ALTER COLUMN "version" SET NOT NULL`,
-		"mysql":    "give rows without a version one, then forbid NULL: UPDATE `" + table + "` SET `version` = CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) WHERE `version` IS NULL OR `version` = 0; ALTER TABLE `" + table + "` MODIFY `version` BIGINT NOT NULL",
+		"mysql":    "give rows without a version one, then forbid NULL: UPDATE `" + table + "` SET `version` = (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))) WHERE `version` IS NULL OR `version` = 0; ALTER TABLE `" + table + "` MODIFY `version` BIGINT NOT NULL",
 	}[dialect]
 }
 

@@ -71,8 +71,8 @@ func TestGuardedSQL(t *testing.T) {
 			"bounded": `UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND COALESCE("version", 0) = $7 AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL RETURNING "version"`,
 		},
 		"mariadb": {
-			"update":  "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
-			"bump":    "UPDATE `accounts` SET `version` = LAST_INSERT_ID(GREATEST(?, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
+			"update":  "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
+			"bump":    "UPDATE `accounts` SET `version` = LAST_INSERT_ID(GREATEST(?, (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
 			"stale":   "SELECT COALESCE(`version`, 0), FALSE FROM `accounts` WHERE `id` = ?",
 			"get":     "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 			"delete":  "DELETE FROM `accounts` WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
