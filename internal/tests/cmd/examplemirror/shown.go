@@ -50,7 +50,11 @@ func publicPackages(root string) ([]string, error) {
 		goFiles, _ := filepath.Glob(filepath.Join(path, "*.go"))
 		for _, f := range goFiles {
 			if !strings.HasSuffix(f, "_test.go") {
-				dirs = append(dirs, filepath.ToSlash(rel))
+				// A command (package main) shows its doc comment on
+				// pkg.go.dev, not Examples.
+				if !isCommand(f) {
+					dirs = append(dirs, filepath.ToSlash(rel))
+				}
 				break
 			}
 		}
@@ -146,4 +150,10 @@ func listShown(root string) error {
 		}
 	}
 	return nil
+}
+
+// isCommand tells whether the Go file f belongs to package main.
+func isCommand(f string) bool {
+	file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly)
+	return err == nil && file.Name.Name == "main"
 }
