@@ -1380,7 +1380,7 @@ func hostileMiscCases() []hostileCase {
 		if msg := hostileFails(d, err); msg != "" {
 			return msg
 		}
-		if errors.Is(err, repository.ErrSchemaMismatch) {
+		if errors.Is(err, locking.ErrSchemaMismatch) {
 			return fmt.Sprintf("a cancelled context is reported as a schema mismatch: %v", err)
 		}
 		return ""
