@@ -37,7 +37,11 @@ import (
 // statement's connection is closed as the driver would have, and on MySQL
 // and MariaDB the session is killed and waited for until it is gone from
 // the process list (at most cancelWait); if that cannot be confirmed, the
-// error says so.
+// error says so. (KILL names the session by its id on the server the
+// connection reached, which a restart of that server within those seconds
+// could give to another session; ids count up from the start, so that
+// would take as many connections in that time as the old server had
+// seen.)
 
 // cancelWait bounds the wait for a statement cancelled on the server, and
 // for a killed session to be gone.
@@ -143,7 +147,7 @@ func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelReque
 // gone cannot be told on PostgreSQL: behind PgBouncer the backend's pid is
 // not known to the client.
 func (pgCanceller) gone(context.Context) error {
-	return errors.New("the connection broke while a statement ran, and the server's session cannot be asked about")
+	return errors.New("PostgreSQL's session cannot be asked about from another connection")
 }
 
 // mysqlSession identifies a MySQL or MariaDB session: its CONNECTION_ID(),
@@ -270,8 +274,12 @@ func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) 
 	<-watched
 	if forced != nil {
 		t.mu.Lock()
-		t.broken, t.forced = true, forced
+		t.forced = forced
 		t.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
+		}
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
@@ -313,21 +321,14 @@ func (t *ownTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 	return row
 }
 
-// ensureEnded confirms, after the transaction's connection broke (its
-// ROLLBACK failed), that its session is gone on the server; it returns
-// why that could not be confirmed, or nil.
-func (t *ownTx) ensureEnded() error {
-	if t.canc == nil {
-		return nil
-	}
+// ensureEnded confirms, after the transaction's connection was closed
+// while a statement ran (forced says why), that its session is gone on the
+// server; it returns why that could not be confirmed, or nil.
+func (t *ownTx) ensureEnded(forced error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
 	defer cancel()
-	err := t.canc.gone(ctx)
-	t.mu.Lock()
-	forced := t.forced
-	t.mu.Unlock()
-	if err != nil && forced != nil {
+	if err := t.canc.gone(ctx); err != nil {
 		return fmt.Errorf("%w; %w", forced, err)
 	}
-	return err
+	return nil
 }

@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+
 	"fmt"
 	"testing"
 	"time"
@@ -170,4 +171,45 @@ func TestPlainGormTransactionLeavesRowsLockedWhenCtxEndsMidStatement(t *testing.
 	t.Logf("plain GORM: the row was still locked after return in %d of %d rounds", held, rounds)
 	assert.Positive(t, held, "the unguarded path must show the row still locked at least once")
 	requireRow(t, db, a.ID, 10, a.Version, "the orphaned transactions rolled back in the end")
+}
+
+// When the statement cannot be cancelled on the server in time — on
+// MySQL and MariaDB KILL QUERY needs a second connection, and a pool of one
+// has none while the transaction holds it — the connection is closed as
+// the driver would, and the session is then killed over the freed
+// connection and awaited until it has left the process list: the row is
+// free when RunInTx returns, and the error does not claim otherwise.
+func TestRunInTxEndsOnTheServerWithAPoolOfOne(t *testing.T) {
+	db := testdb.Open(t, "mariadb")
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1)
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(testdb.Ctx(t))
+		timer := time.AfterFunc(50*time.Millisecond, cancel)
+		start := time.Now()
+		err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			x, err := accounts.Get(ctx, a.ID)
+			if err != nil {
+				return err
+			}
+			x.Balance++
+			if err := accounts.Update(ctx, x); err != nil {
+				return err
+			}
+			return repository.Tx(ctx, db).Exec("SELECT SLEEP(10)").Error
+		})
+		elapsed := time.Since(start)
+		locked := lockedNow(t, db, a.ID)
+		timer.Stop()
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, "round %d", i)
+		require.NotContains(t, err.Error(), "could not be confirmed", "round %d", i)
+		require.False(t, locked, "round %d: the row is free when RunInTx returns (after %v)", i, elapsed)
+		require.Less(t, elapsed, 9*time.Second, "round %d: the sleep was ended on the server", i)
+		t.Logf("round %d: returned after %v: %v", i, elapsed.Round(time.Millisecond), err)
+	}
+	requireRow(t, db, a.ID, 10, a.Version, "every round rolled back")
 }
