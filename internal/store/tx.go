@@ -227,6 +227,12 @@ func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*own
 		return nil, nil, err
 	}
 	canc := newCanceller(ctx, db, conn, d)
+	if err := ctx.Err(); err != nil {
+		// Ended while the session's id was asked (the driver then
+		// closed the connection): nothing was begun.
+		_ = conn.Close()
+		return nil, nil, err
+	}
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var tx *sql.Tx
 	err = bounded(ctx, cancel, 0, func() error {
@@ -237,6 +243,9 @@ func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*own
 	if err != nil {
 		cancel()
 		_ = conn.Close()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		return nil, nil, err
 	}
 	t := &ownTx{Tx: tx, cancel: cancel, db: db, canc: canc}
