@@ -225,17 +225,40 @@ func (c mysqlCanceller) gone(ctx context.Context) error {
 }
 
 // guard runs a statement of the transaction (run, with the context it is
-// to use) so that it ends with ctx on the server (see above).
-//
-// A query's rows are read after it returns, under the context the query
-// ran with: keep leaves that context alive (it ends with nothing to free
-// once the rows are closed).
+// to use) so that it ends with ctx on the server (see above and
+// endOnServer).
 func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) error) error {
 	if t.canc == nil || ctx.Done() == nil {
 		return run(ctx)
 	}
+	sent, forced, err := endOnServer(ctx, t.canc, keep, run)
+	if sent || forced != nil {
+		t.mu.Lock()
+		t.cancelSent = t.cancelSent || sent
+		if forced != nil {
+			t.forced = forced
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// endOnServer runs a statement on one connection (run, with the context
+// it is to use) under a context that does not end with ctx; when ctx ends
+// first, it cancels the statement on the server with canc and waits for
+// its answer, at most cancelWait. It reports whether a cancel was sent
+// (the connection should then not go back to the pool, where a late
+// cancel could reach another statement), and forced: why the connection
+// had to be closed instead (the server could not be asked, or did not
+// answer), nil when it was not. The statement's error, when ctx ended,
+// matches ctx's error and keeps the server's.
+//
+// A query's rows are read after it returns, under the context the query
+// ran with: keep leaves that context alive (it ends with nothing to free
+// once the rows are closed).
+func endOnServer(ctx context.Context, canc canceller, keep bool, run func(context.Context) error) (sent bool, forced, err error) {
 	if err := ctx.Err(); err != nil {
-		return err // not sent
+		return false, nil, err // not sent
 	}
 	stmtCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	if !keep {
@@ -243,48 +266,56 @@ func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) 
 	}
 	done := make(chan struct{})
 	watched := make(chan struct{})
-	var forced error // why the connection had to be closed; nil when not
 	stopWatching := context.AfterFunc(ctx, func() {
 		defer close(watched)
-		t.mu.Lock()
-		t.cancelSent = true
-		t.mu.Unlock()
 		kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
-		err := t.canc.cancel(kctx)
+		err := canc.cancel(kctx)
 		kcancel()
 		if err != nil {
 			forced = fmt.Errorf("cancelling the statement on the server: %w", err)
 			stop()
 			return
 		}
+		// A cancel that reaches the server before the statement has begun
+		// there is dropped (PostgreSQL cancels only a running statement;
+		// MySQL clears KILL QUERY when the next command starts): sent
+		// again, at growing intervals, until the statement answers.
 		timer := time.NewTimer(cancelWait)
 		defer timer.Stop()
-		select {
-		case <-done:
-		case <-timer.C:
-			forced = fmt.Errorf("the statement, cancelled on the server, did not end within %v", cancelWait)
-			stop()
+		pause := 20 * time.Millisecond
+		again := time.NewTimer(pause)
+		defer again.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer.C:
+				forced = fmt.Errorf("the statement, cancelled on the server, did not end within %v", cancelWait)
+				stop()
+				return
+			case <-again.C:
+				kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
+				_ = canc.cancel(kctx)
+				kcancel()
+				pause = min(2*pause, 500*time.Millisecond)
+				again.Reset(pause)
+			}
 		}
 	})
-	err := run(stmtCtx)
+	err = run(stmtCtx)
 	close(done)
 	if stopWatching() {
-		return err
+		return false, nil, err
 	}
 	<-watched
-	if forced != nil {
-		t.mu.Lock()
-		t.forced = forced
-		t.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
-		}
-		return nil
+	switch {
+	case err == nil:
+	case forced != nil:
+		err = fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
+	default:
+		err = fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
 	}
-	if err != nil {
-		return fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
-	}
-	return nil
+	return true, forced, err
 }
 
 // ExecContext runs a statement of the transaction (see guard).

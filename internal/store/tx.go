@@ -212,6 +212,14 @@ type ownTx struct {
 	forced error
 }
 
+// wasCancelled reports whether a statement of t was cancelled on the
+// server (see guard).
+func (t *ownTx) wasCancelled() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cancelSent
+}
+
 // GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
 // returns the database, as it does for a *sql.Tx.
 func (t *ownTx) GetDBConn() (*sql.DB, error) { return t.db, nil }
@@ -302,8 +310,20 @@ func (t *ownTx) commit(ctx context.Context) error {
 
 // Rollback implements gorm.TxCommitter: it sends ROLLBACK and waits for
 // the answer, at most rollbackTimeout, whatever the caller's context says.
+//
+// A ROLLBACK that fails after a statement was cancelled on the server (a
+// late cancel can reach it) leaves the session to be confirmed ended as
+// a closed connection's is (see end in beginOwn).
 func (t *ownTx) Rollback() error {
-	return bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
+	err := bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
+	if err != nil && !errors.Is(err, sql.ErrTxDone) {
+		t.mu.Lock()
+		if t.cancelSent && t.forced == nil && t.canc != nil {
+			t.forced = fmt.Errorf("the ROLLBACK after a cancel failed: %w", err)
+		}
+		t.mu.Unlock()
+	}
+	return err
 }
 
 // runBegun runs fn with the begun transaction st in its context and commits
@@ -367,6 +387,12 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 			return st.commitFailed(ctx, op, err)
 		}
 		_ = st.tx.Commit()
+		if st.own != nil && st.own.wasCancelled() {
+			// The COMMIT answered OK after KILL QUERY reached it: a
+			// semi-synchronous wait for a replica ends that way after
+			// the local commit, so the write may not survive a failover.
+			return st.commitFailed(ctx, op, fmt.Errorf("the COMMIT ended as it was cancelled on the server: %w", ctx.Err()))
+		}
 		return nil
 	}
 	if st.own != nil {

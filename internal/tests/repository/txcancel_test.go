@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/tests/testdb"
+	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -212,4 +213,44 @@ func TestRunInTxEndsOnTheServerWithAPoolOfOne(t *testing.T) {
 		t.Logf("round %d: returned after %v: %v", i, elapsed.Round(time.Millisecond), err)
 	}
 	requireRow(t, db, a.ID, 10, a.Version, "every round rolled back")
+}
+
+// A single write outside a transaction whose context ends while it waits
+// for another session's row lock is cancelled on the server: the answer is
+// definite — not applied, matching context.Canceled and not
+// locking.ErrCommitUnknown — and the write does not land later, when the
+// lock is released. (Left to the driver, the connection is closed, the
+// outcome is unknown, and the statement runs on and applies once the lock
+// is free.)
+func TestSingleWriteCancelledWhileWaitingIsDefinite(t *testing.T) {
+	for _, d := range []string{"postgres", "mariadb"} {
+		t.Run(d, func(t *testing.T) {
+			db := testdb.Open(t, d)
+			accounts, _ := repos(t, db)
+			a := newAccount(t, accounts, "ann", 10)
+			for i := range 20 {
+				blocker := db.Begin()
+				require.NoError(t, blocker.Error)
+				t.Cleanup(func() { blocker.Rollback() })
+				var got []int64
+				require.NoError(t, blocker.Raw("SELECT id FROM accounts WHERE id = ? FOR UPDATE", a.ID).Scan(&got).Error)
+
+				x, err := accounts.Get(context.Background(), a.ID)
+				require.NoError(t, err)
+				x.Balance = 99
+				ctx, cancel := context.WithCancel(context.Background())
+				timer := time.AfterFunc(time.Duration(20+i)*time.Millisecond, cancel)
+				err = accounts.Update(ctx, x)
+				timer.Stop()
+				cancel()
+				require.ErrorIs(t, err, context.Canceled, "round %d", i)
+				require.NotErrorIs(t, err, locking.ErrCommitUnknown, "round %d: the outcome is known", i)
+
+				require.NoError(t, blocker.Rollback().Error)
+				// Had the statement run on, it would apply now.
+				time.Sleep(20 * time.Millisecond)
+				requireRow(t, db, a.ID, 10, a.Version, fmt.Sprintf("round %d: not applied, then or later", i))
+			}
+		})
+	}
 }
