@@ -36,20 +36,28 @@ import (
 // request that fails) or does not answer within cancelWait, the
 // statement's connection is closed as the driver would have, and on MySQL
 // and MariaDB the session is killed and waited for until it is gone from
-// the process list (at most cancelWait); if that cannot be confirmed, the
+// the process list (at most goneWait); if that cannot be confirmed, the
 // error says so. (KILL names the session by its id on the server the
 // connection reached, which a restart of that server within those seconds
 // could give to another session; ids count up from the start, so that
 // would take as many connections in that time as the old server had
 // seen.)
 
-// cancelWait bounds the wait for a statement cancelled on the server, and
-// for a killed session to be gone.
-const cancelWait = 5 * time.Second
-
-// killTimeout bounds getting a connection for KILL and sending it, and
-// sending PostgreSQL's cancel request.
-const killTimeout = 2 * time.Second
+// The bounds of the waits after the caller's context ended. A healthy
+// server answers a cancel in milliseconds; the bounds are for one that
+// cannot be reached or answers nothing (a network partition, a stalled
+// proxy), after which the call returns within about 2 s of its context's
+// end (4 s when a MySQL session must then be killed and awaited).
+const (
+	// cancelWait bounds the wait for the answer of a statement cancelled
+	// on the server.
+	cancelWait = time.Second
+	// killTimeout bounds getting a connection for KILL and sending it,
+	// and sending PostgreSQL's cancel request.
+	killTimeout = time.Second
+	// goneWait bounds killing a session and waiting until it is gone.
+	goneWait = 2 * time.Second
+)
 
 // canceller cancels the statement running on one connection, on the server.
 type canceller interface {
@@ -312,6 +320,12 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	case err == nil:
 	case forced != nil:
 		err = fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledOnServer(err):
+		// Killed at the deadline, before it committed: as a statement
+		// the server's own time limit ends (max_statement_time,
+		// lock_timeout), not applied.
+		err = fmt.Errorf("%w: the statement was cancelled on the server at the deadline: %w", ctx.Err(),
+			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: locking.Code(err), Err: err})
 	default:
 		err = fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
 	}
@@ -356,10 +370,21 @@ func (t *ownTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 // while a statement ran (forced says why), that its session is gone on the
 // server; it returns why that could not be confirmed, or nil.
 func (t *ownTx) ensureEnded(forced error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
+	ctx, cancel := context.WithTimeout(context.Background(), goneWait)
 	defer cancel()
 	if err := t.canc.gone(ctx); err != nil {
 		return fmt.Errorf("%w; %w", forced, err)
 	}
 	return nil
+}
+
+// cancelledOnServer reports whether err is the server's answer to a
+// cancelled statement: PostgreSQL's query_canceled (57014), MySQL's and
+// MariaDB's ER_QUERY_INTERRUPTED (1317).
+func cancelledOnServer(err error) bool {
+	switch locking.Code(err) {
+	case "57014", "1317":
+		return true
+	}
+	return false
 }

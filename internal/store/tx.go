@@ -166,7 +166,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 		}
 		defer func() {
 			if uerr := end(); uerr != nil && err != nil {
-				err = fmt.Errorf("%w (and the transaction could not be confirmed ended on the server within %v: %w)", err, cancelWait, uerr)
+				err = fmt.Errorf("%w (and the transaction could not be confirmed ended on the server within %v: %w)", err, goneWait, uerr)
 			}
 		}()
 		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
