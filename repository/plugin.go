@@ -70,7 +70,8 @@ import (
 //
 // Raw SQL (db.Exec, db.Raw) never reaches GORM's create, update and delete
 // callbacks, and other services do not run this process's callbacks: for
-// those, a per-table trigger in the database advances the version (package
+// those, per-table triggers in the database advance the version, and give
+// an INSERT that leaves it to its default a first version (package
 // migrations). gormlock's own statements are not touched, and registering
 // the plugin leaves them on their direct path (see WithCallbacks).
 //
