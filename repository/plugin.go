@@ -45,8 +45,8 @@ import (
 //     the version the entity holds in memory is not written back.
 //   - Create (of a struct, a slice, a map or a []map; CreateInBatches,
 //     FirstOrCreate and the insert of Save included) gives every record a
-//     first version never used before: the larger of the version it holds
-//     + 1 and the clock reading Repository.Create takes, so that a record
+//     first version never used before: the larger of one above the version
+//     it holds and the clock reading Repository.Create takes, so that a record
 //     created again after a delete, even from a copy of the deleted one,
 //     is never at a version a copy of the earlier one holds. The version
 //     column is written also when Select leaves it out or Omit names it.
