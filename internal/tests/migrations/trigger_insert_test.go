@@ -25,9 +25,6 @@ type account struct {
 
 func (account) TableName() string { return "accounts" }
 
-// clockFloor is the least version a clock reading gives (10^15 µs).
-const clockFloor = int64(1_000_000_000_000_000)
-
 func accountVersion(t *testing.T, db *gorm.DB, id int64) int64 {
 	t.Helper()
 	var v int64
@@ -38,8 +35,8 @@ func accountVersion(t *testing.T, db *gorm.DB, id int64) int64 {
 // recreateAccount inserts account id with raw SQL, reads a copy with
 // gormlock, deletes the row and inserts it again with the same SQL; then a
 // guarded Update of the copy charges the quota down to 10. It returns the
-// Update's error and the quota the row has after it.
-func recreateAccount(t *testing.T, db *gorm.DB, id int64) (error, int64) {
+// quota the row has after it and the Update's error.
+func recreateAccount(t *testing.T, db *gorm.DB, id int64) (int64, error) {
 	t.Helper()
 	ctx := testdb.Ctx(t)
 	accounts, err := repository.New[account](db)
@@ -54,7 +51,7 @@ func recreateAccount(t *testing.T, db *gorm.DB, id int64) (error, int64) {
 	err = accounts.Update(ctx, stale)
 	var quota int64
 	require.NoError(t, db.Raw("SELECT remain_quota FROM accounts WHERE id = ?", id).Scan(&quota).Error)
-	return err, quota
+	return quota, err
 }
 
 // TestVersionTriggerGivesInsertsAFirstVersion: with the trigger, a raw
@@ -66,14 +63,14 @@ func TestVersionTriggerGivesInsertsAFirstVersion(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *gorm.DB) {
 		ctx := testdb.Ctx(t)
 		require.NoError(t, db.AutoMigrate(&account{}))
-		err, quota := recreateAccount(t, db, 1)
+		quota, err := recreateAccount(t, db, 1)
 		require.NoError(t, err, "the negative control: both rows at version 1")
 		require.Equal(t, int64(10), quota, "the negative control: the new row's quota is overwritten")
 
 		require.NoError(t, migrations.CreateVersionTrigger(ctx, db, &account{}))
 		assert.Equal(t, int64(1), triggers(t, db, "gormlock_first_version_accounts"))
 		floor := time.Now().Add(-time.Hour).UnixMicro()
-		err, quota = recreateAccount(t, db, 2)
+		quota, err = recreateAccount(t, db, 2)
 		require.ErrorIs(t, err, locking.ErrStaleData)
 		require.Equal(t, int64(500), quota, "the new row keeps its quota")
 		assert.Greater(t, accountVersion(t, db, 2), floor)

@@ -81,11 +81,11 @@ var quotaCreates = map[string]func(db *gorm.DB, id int64, stale quotaToken) erro
 	},
 }
 
-// recreateQuotaToken creates token id as the issue does (Select), reads a copy, deletes
-// the record with plain GORM and creates it again the same way; then a
-// guarded Update of the copy charges the quota down to 10. It returns the
-// Update's error and the quota the record has after it.
-func recreateQuotaToken(t *testing.T, db *gorm.DB, id int64, create func(*gorm.DB, int64, quotaToken) error) (error, int64) {
+// recreateQuotaToken creates token id as the issue does (Select), reads a
+// copy, deletes the record with plain GORM and creates it again with
+// create; then a guarded Update of the copy charges the quota down to 10.
+// It returns the quota the record has after it and the Update's error.
+func recreateQuotaToken(t *testing.T, db *gorm.DB, id int64, create func(*gorm.DB, int64, quotaToken) error) (int64, error) {
 	t.Helper()
 	ctx := testdb.Ctx(t)
 	tokens := mustRepo[quotaToken](t, db)
@@ -101,7 +101,7 @@ func recreateQuotaToken(t *testing.T, db *gorm.DB, id int64, create func(*gorm.D
 	err = tokens.Update(ctx, stale)
 	var quota int64
 	require.NoError(t, db.Raw("SELECT remain_quota FROM quota_tokens WHERE id = ?", id).Scan(&quota).Error)
-	return err, quota
+	return quota, err
 }
 
 // TestPluginRecreatedKeyGetsANewVersion: whichever way plain GORM creates a
@@ -113,7 +113,7 @@ func TestPluginRecreatedKeyGetsANewVersion(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		require.NoError(t, db.AutoMigrate(&quotaToken{}))
 		plain := db.Session(&gorm.Session{NewDB: true})
-		err, quota := recreateQuotaToken(t, plain, 1, quotaCreates["Select"])
+		quota, err := recreateQuotaToken(t, plain, 1, quotaCreates["Select"])
 		require.NoError(t, err, "the negative control: without the plugin the copy passes the guard")
 		require.Equal(t, int64(10), quota, "the negative control: the new record's quota is overwritten")
 
@@ -122,7 +122,7 @@ func TestPluginRecreatedKeyGetsANewVersion(t *testing.T) {
 		for name, create := range quotaCreates {
 			id++
 			t.Run(name, func(t *testing.T) {
-				err, quota := recreateQuotaToken(t, db, id, create)
+				quota, err := recreateQuotaToken(t, db, id, create)
 				require.ErrorIs(t, err, locking.ErrStaleData)
 				require.Equal(t, int64(500), quota, "the new record keeps its quota")
 			})
