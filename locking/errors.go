@@ -103,7 +103,9 @@ var (
 	// model was refused, and nothing was sent, because no version guarded
 	// it: the strict mode of gormlock's GORM plugin
 	// (repository.StrictGORMWrites) refuses such writes, so that tests find
-	// the call sites that could erase a concurrent change.
+	// the call sites that could erase a concurrent change; its
+	// GuardGORMUpdates refuses an update whose own condition could undo the
+	// guard it adds.
 	ErrUnguardedWrite = errors.New("gormlock: unguarded write")
 
 	// ErrConstraintViolation means a write broke an integrity constraint
