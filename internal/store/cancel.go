@@ -36,16 +36,20 @@ import (
 // request that fails) or does not answer within cancelWait, the
 // statement's connection is closed as the driver would have, and on MySQL
 // and MariaDB the session is killed and waited for until it is gone from
-// the process list (at most cancelWait); if that cannot be confirmed, the
-// error says so.
+// the process list (at most goneWait); if that cannot be confirmed, the
+// error says so. The bounds add up to at most 4 s past the caller's
+// context: a caller that gave up waits no longer than that for the truth
+// (a statement cancelled on a healthy server ends in milliseconds).
 
-// cancelWait bounds the wait for a statement cancelled on the server, and
-// for a killed session to be gone.
-const cancelWait = 5 * time.Second
+// cancelWait bounds the wait for a statement cancelled on the server.
+const cancelWait = time.Second
+
+// goneWait bounds the wait for a killed session to be gone.
+const goneWait = 2 * time.Second
 
 // killTimeout bounds getting a connection for KILL and sending it, and
 // sending PostgreSQL's cancel request.
-const killTimeout = 2 * time.Second
+const killTimeout = time.Second
 
 // canceller cancels the statement running on one connection, on the server.
 type canceller interface {

@@ -327,7 +327,7 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 			st.tx.Rollback()
 			if st.own != nil {
 				if uerr := st.own.notConfirmed(); uerr != nil {
-					err = errors.Join(err, fmt.Errorf("%s: the transaction could not be confirmed rolled back on the server within %v: %w", op, cancelWait, uerr))
+					err = errors.Join(err, fmt.Errorf("%s: the transaction could not be confirmed rolled back on the server within %v: %w", op, cancelWait+goneWait, uerr))
 				}
 			}
 		}
@@ -383,7 +383,7 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 			err = st.commitFailed(ctx, op, err)
 			if st.own != nil {
 				if uerr := st.own.notConfirmed(); uerr != nil {
-					err = fmt.Errorf("%w (and the session could not be confirmed ended on the server within %v: %w)", err, cancelWait, uerr)
+					err = fmt.Errorf("%w (and the session could not be confirmed ended on the server within %v: %w)", err, cancelWait+goneWait, uerr)
 				}
 			}
 			return err
