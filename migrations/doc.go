@@ -91,7 +91,7 @@
 // table it creates exists with exactly the columns it creates, Up records
 // the migration as applied instead of running it, and runs the pending
 // migrations whose tables are missing. A table of that name with other
-// columns stops Up with an error matching [ErrTableExists], naming the table
+// columns stops Up with an error matching [locking.ErrSchemaMismatch], naming the table
 // and its differences, before any of gormlock's tables is created.
 //
 // # A version trigger for writers outside gormlock
