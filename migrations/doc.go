@@ -117,11 +117,10 @@
 // 10^15 (no clock reading in microseconds is) for a default, and keeps a
 // larger one, which is a clock reading the writer took (gormlock's Create
 // and its GORM plugin's). On SQLite, whose clock has milliseconds only, a
-// third trigger, on DELETE, notes the largest version of a deleted row of
-// each table in the table gormlock_version_floors (one row per table, made
-// by the script, and left by Down), and an INSERT's version is raised above
-// it: a key deleted and inserted again within one millisecond still starts
-// above every version its earlier row had.
+// third trigger, on DELETE, notes the largest version a deleted row of the
+// table had, and an INSERT's version is raised above it: a key deleted and
+// inserted again within one millisecond still starts above every version
+// its earlier row had ([VersionTrigger] has the details).
 //
 // The trigger is optional. An application whose every write goes through
 // gormlock's repository, or through GORM with gormlock's GORM plugin, has no

@@ -84,14 +84,14 @@ var triggerFlavors = map[string]triggerFlavor{
 // UPDATE changes nothing else.
 //
 // The INSERT trigger gives a row inserted without a version of its own a
-// first version never used before: the database's clock in microseconds
-// (on SQLite, the next millisecond's first), in place of a NULL or of any
-// version below 10^15, which no clock reading is: the column's default, 0,
-// a counter's 1. A record created again after a delete, by an INSERT that
-// leaves the version to its default, so never starts at a version a copy of
-// the deleted record holds. An INSERT that writes a clock reading of its
-// own (gormlock's Create and its GORM plugin's, a copy of a row with its
-// version) keeps it.
+// first version never used before: the database's clock in microseconds,
+// in place of a NULL or of any version below 10^15, which no clock reading
+// is: the column's default, 0, a counter's 1. A record created again after
+// a delete, by an INSERT that leaves the version to its default, so never
+// starts at a version a copy of the deleted record holds. An INSERT that
+// writes a clock reading of its own (gormlock's Create and its GORM
+// plugin's, a copy of a row with its version) keeps it; on SQLite, only
+// when it is above the versions of the rows the table's DELETEs removed.
 //
 // dialect is gorm's Dialector.Name ("postgres", "mysql", "sqlite"), or
 // "mariadb" (also "galera"), whose CREATE OR REPLACE TRIGGER replaces a
@@ -128,13 +128,17 @@ var triggerFlavors = map[string]triggerFlavor{
 //   - SQLite: its BEFORE triggers cannot change NEW, so an AFTER UPDATE FOR
 //     EACH ROW trigger WHEN NEW.version IS OLD.version sets the version of
 //     the row with NEW's key to MAX(COALESCE(OLD.version, 0) + 1, the clock
-//     in µs), and an AFTER INSERT one WHEN NEW.version IS NULL OR
-//     NEW.version < 10^15 to the first microsecond of the next millisecond.
-//     The UPDATE trigger's own UPDATE changes the version, so its WHEN
-//     clause keeps it from firing again with PRAGMA recursive_triggers on.
-//     SQLite's clock has milliseconds only: the + 1 keeps versions growing
-//     within one, and a first version from the next millisecond is above
-//     any version given in this one.
+//     in µs). SQLite's clock has milliseconds only, so a key deleted and
+//     inserted again within one could start where its earlier row was: an
+//     AFTER DELETE FOR EACH ROW trigger notes the largest version a
+//     deleted row of the table had, in the table gormlock_version_floors
+//     (one row per table, created by Up if missing, left by Down), and an
+//     AFTER INSERT one, WHEN NEW.version IS NULL OR NEW.version < 10^15 OR
+//     NEW.version is not above that floor, sets the new row's version to
+//     MAX(the clock in µs, the floor + 1). The UPDATE trigger's own UPDATE
+//     changes the version, so its WHEN clause keeps it from firing again
+//     with PRAGMA recursive_triggers on; the + 1 keeps versions growing
+//     within one millisecond.
 func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) (Script, error) {
 	fl, ok := triggerFlavors[dialect]
 	if !ok {
@@ -229,7 +233,7 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 			"CREATE TRIGGER " + qinsert + " AFTER INSERT ON " + q(tableName) + " FOR EACH ROW\n" +
 			"\tWHEN " + stale + " OR NEW." + v + " <= " + floor + "\n" +
 			"BEGIN\n" +
-			"\tUPDATE " + q(tableName) + " SET " + v + " = MAX((CAST(strftime('%s', 'now') AS INTEGER) * 1000 + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER) + 1) * 1000,\n" +
+			"\tUPDATE " + q(tableName) + " SET " + v + " = MAX((CAST(strftime('%s', 'now') AS INTEGER) * 1000 + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000,\n" +
 			"\t\t\tCOALESCE(" + floor + ", 0) + 1)\n" +
 			"\t\tWHERE " + strings.Join(conds, " AND ") + ";\n" +
 			"END;\n" +

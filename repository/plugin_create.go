@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"math"
 	"reflect"
 
 	"gorm.io/gorm"
@@ -185,7 +186,10 @@ func versionRecord(db *gorm.DB, ver *schema.Field, rv reflect.Value) {
 }
 
 // versionMap sets the version of a record a create writes from a map (see
-// versionRows), under the key the map has for it, or the column's name.
+// versionRows), under the key the map has for it, or the column's name. An
+// integer there is a version the record holds; anything else (an
+// expression, a string, nil) is none, and is replaced as well: a row must
+// not get a version the plugin did not choose.
 func versionMap(m map[string]any, ver *schema.Field) {
 	if m == nil {
 		return
@@ -197,10 +201,11 @@ func versionMap(m map[string]any, ver *schema.Field) {
 		}
 	}
 	var v int64
-	if x := reflect.ValueOf(m[key]); x.Kind() >= reflect.Int && x.Kind() <= reflect.Int64 {
+	switch x := reflect.ValueOf(m[key]); {
+	case x.Kind() >= reflect.Int && x.Kind() <= reflect.Int64:
 		v = x.Int()
-	} else if m[key] != nil {
-		return // an expression, or another type: the caller's
+	case x.Kind() >= reflect.Uint && x.Kind() <= reflect.Uintptr:
+		v = int64(min(x.Uint(), math.MaxInt64))
 	}
 	if next, ok := nextVersion(max(v, 0)); ok {
 		m[key] = next

@@ -69,7 +69,10 @@ func (w *pluginWrites) updateGuard(db *gorm.DB) {
 	if w.cfg.guard && !w.guard(db, st) {
 		return
 	}
-	if st.guarded || w.cfg.strict != nil {
+	// A guarded statement without conditions of its own has the plugin's
+	// guard alone: nothing to check.
+	check := w.cfg.strict != nil && !st.guarded || st.guarded && hasConditions(st.where)
+	if check {
 		if ok, why := whereGuards(stmt, ver); !ok {
 			if st.guarded {
 				// The caller's condition can undo the guard the plugin
@@ -248,6 +251,12 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 	if st.guarded {
 		st.restoreWhere(stmt)
 	}
+}
+
+// hasConditions reports whether c, a WHERE clause, has conditions.
+func hasConditions(c clause.Clause) bool {
+	where, ok := c.Expression.(clause.Where)
+	return ok && len(where.Exprs) > 0 || !ok && c.Expression != nil
 }
 
 // restoreWhere puts back the WHERE clause the statement had before the

@@ -27,7 +27,8 @@ func (quotaToken) TableName() string { return "quota_tokens" }
 
 // quotaCreates are the plain GORM ways of creating quota token id with a
 // remaining quota of 500; stale is a copy of the record's earlier
-// incarnation, which an application may well create again.
+// incarnation, which an application may well create again (for the first
+// incarnation, a new record at version 0).
 var quotaCreates = map[string]func(db *gorm.DB, id int64, stale quotaToken) error{
 	"Select": func(db *gorm.DB, id int64, _ quotaToken) error {
 		return db.Select("ID", "Name", "RemainQuota").Create(&quotaToken{ID: id, Name: "t", RemainQuota: 500}).Error
@@ -50,6 +51,9 @@ var quotaCreates = map[string]func(db *gorm.DB, id int64, stale quotaToken) erro
 	},
 	"map with a version": func(db *gorm.DB, id int64, stale quotaToken) error {
 		return db.Model(&quotaToken{}).Create(map[string]any{"id": id, "name": "t", "remain_quota": 500, "Version": stale.Version}).Error
+	},
+	"map with an expression for the version": func(db *gorm.DB, id int64, _ quotaToken) error {
+		return db.Model(&quotaToken{}).Create(map[string]any{"id": id, "name": "t", "remain_quota": 500, "version": gorm.Expr("?", 1)}).Error
 	},
 	"CreateInBatches with Select": func(db *gorm.DB, id int64, _ quotaToken) error {
 		batch := []quotaToken{{ID: id, Name: "t", RemainQuota: 500}}
@@ -81,15 +85,16 @@ var quotaCreates = map[string]func(db *gorm.DB, id int64, stale quotaToken) erro
 	},
 }
 
-// recreateQuotaToken creates token id as the issue does (Select), reads a
-// copy, deletes the record with plain GORM and creates it again with
-// create; then a guarded Update of the copy charges the quota down to 10.
+// recreateQuotaToken creates token id with create, reads a copy, deletes
+// the record with plain GORM and creates it again the same way (from the
+// copy, where create takes one); then a guarded Update of the copy charges
+// the quota down to 10.
 // It returns the quota the record has after it and the Update's error.
 func recreateQuotaToken(t *testing.T, db *gorm.DB, id int64, create func(*gorm.DB, int64, quotaToken) error) (int64, error) {
 	t.Helper()
 	ctx := testdb.Ctx(t)
 	tokens := mustRepo[quotaToken](t, db)
-	require.NoError(t, quotaCreates["Select"](db, id, quotaToken{}), "the first incarnation")
+	require.NoError(t, create(db, id, quotaToken{ID: id, Name: "t", RemainQuota: 500}), "the first incarnation")
 	stale, err := tokens.Get(ctx, id)
 	require.NoError(t, err)
 	require.NoError(t, db.Delete(&quotaToken{}, id).Error)
