@@ -62,12 +62,9 @@ func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keye
 		return attempt(ctx)
 	}
 	read := func(prior *Operation) error {
-		e, err := r.Get(ctx, id)
+		e, err := r.recordNow(ctx, prior, id)
 		if err != nil {
-			// Applied, but the record cannot be shown: never an error
-			// that reads as "not applied" (a deleted record's
-			// ErrNotFound, say). LookupOperation tells the caller.
-			return locking.Unknown(fmt.Errorf("%s: operation %q was applied (version %d), but reading the record now failed: %w", r.m.table, k.key, prior.Version, err))
+			return err
 		}
 		*out = e
 		return nil
@@ -150,4 +147,21 @@ func unreachable(err error) bool {
 	code := locking.Code(err)
 	return code == "" || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") ||
 		code == "53300" || code == "1040" || code == "1053"
+}
+
+// recordNow answers a repeat of prior, an applied operation on record id:
+// the record as it is now (the operation's write, and any later ones). A
+// record deleted (or soft-deleted) since gives a *locking.RecordGoneError:
+// applied, nothing to show. A read that fails otherwise is an error
+// matching locking.ErrCommitUnknown, never one that reads as "not applied":
+// the operation was applied, and LookupOperation tells the caller so.
+func (r *Repository[T]) recordNow(ctx context.Context, prior *Operation, id any) (*T, error) {
+	e, err := r.Get(ctx, id)
+	switch {
+	case err == nil:
+		return e, nil
+	case errors.Is(err, locking.ErrNotFound):
+		return nil, &locking.RecordGoneError{Table: r.m.table, ID: id, Key: prior.Key, Kind: prior.Kind, Version: prior.Version}
+	}
+	return nil, locking.Unknown(fmt.Errorf("%s: operation %q was applied (version %d), but reading the record now failed: %w", r.m.table, prior.Key, prior.Version, err))
 }

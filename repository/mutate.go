@@ -109,7 +109,8 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 // With OpKey (for Mutate too), each attempt writes and records the key in
 // one transaction, so the call applies at most once however often it is
 // repeated: a repeat of an applied call returns the record as it is now
-// (the first call's write, and any later ones) and writes nothing — mutate
+// (the first call's write, and any later ones; one deleted since gives a
+// *locking.RecordGoneError, see OpKey) and writes nothing — mutate
 // may still run on a fresh read (the key is checked in the write's
 // transaction), but what it changes is discarded, so keep side effects out
 // of it — and an attempt whose outcome was unknown
@@ -295,10 +296,11 @@ func (c *mutateCall[T]) readModifyWrite(ctx context.Context, locked bool) error 
 	if err != nil {
 		return err
 	}
+	read := c.r.unversionedValues(ctx, reflect.ValueOf(e).Elem())
 	if err := c.change(ctx, e, locked); err != nil {
 		return err
 	}
-	if err := c.write(ctx, e, created); err != nil {
+	if err := c.write(ctx, e, created, read); err != nil {
 		return err
 	}
 	c.out = e
@@ -365,13 +367,20 @@ func (c *mutateCall[T]) change(ctx context.Context, e *T, locked bool) error {
 }
 
 // write stores e with one guarded statement: Create for a record read
-// built, Update for one it loaded. A lost race (another caller created id
-// first, or deleted the record meanwhile, while Upsert may create it) is a
-// *conflictError, worth another attempt.
-func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool) error {
+// built, Update for one it loaded — with the unversioned fields fn changed
+// (read holds their values before fn), guarded by the values read, so that
+// a change an Apply made since is never overwritten (a miss is stale data,
+// retried). A lost race (another caller created id first, or deleted the
+// record meanwhile, while Upsert may create it) is a *conflictError, worth
+// another attempt.
+func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool, read []any) error {
 	r := c.r
 	if !created {
-		err := r.Update(ctx, e)
+		var wc writeConfig
+		if read != nil {
+			wc.guard = r.changedUnversioned(ctx, reflect.ValueOf(e).Elem(), read)
+		}
+		err := r.guardedWrite(ctx, e, kindUpdate, wc)
 		if errors.Is(err, locking.ErrNotFound) && c.create != nil {
 			return &conflictError{err} // deleted meanwhile: start over and create
 		}
