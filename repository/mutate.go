@@ -296,7 +296,7 @@ func (c *mutateCall[T]) readModifyWrite(ctx context.Context, locked bool) error 
 	if err != nil {
 		return err
 	}
-	read := c.r.unversionedValues(ctx, reflect.ValueOf(e).Elem())
+	read := c.r.readValues(ctx, reflect.ValueOf(e).Elem())
 	if err := c.change(ctx, e, locked); err != nil {
 		return err
 	}
@@ -368,9 +368,10 @@ func (c *mutateCall[T]) change(ctx context.Context, e *T, locked bool) error {
 
 // write stores e with one guarded statement: Create for a record read
 // built, Update for one it loaded — with the unversioned fields fn changed
-// (read holds their values before fn), guarded by the values read, so that
-// a change an Apply made since is never overwritten (a miss is stale data,
-// retried). A lost race (another caller created id first, or deleted the
+// (read holds the values before fn), guarded by the values read, so that a
+// change an Apply made since is never overwritten (a miss is stale data,
+// retried); when fn changed unversioned fields only, the version stays as
+// it is (writeUnversioned), as Apply's does. A lost race (another caller created id first, or deleted the
 // record meanwhile, while Upsert may create it) is a *conflictError, worth
 // another attempt.
 func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool, read []any) error {
@@ -380,7 +381,12 @@ func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool, read []an
 		if read != nil {
 			wc.guard = r.changedUnversioned(ctx, reflect.ValueOf(e).Elem(), read)
 		}
-		err := r.guardedWrite(ctx, e, kindUpdate, wc)
+		var err error
+		if wc.guard != nil && wc.guard.only && !r.m.hooks.update() {
+			err = r.writeUnversioned(ctx, e, wc.guard) // the version stays
+		} else {
+			err = r.guardedWrite(ctx, e, kindUpdate, wc)
+		}
 		if errors.Is(err, locking.ErrNotFound) && c.create != nil {
 			return &conflictError{err} // deleted meanwhile: start over and create
 		}

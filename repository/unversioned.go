@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -24,28 +25,36 @@ import (
 // read, the value can.
 
 // valueGuard is the unversioned fields a Mutate's fn changed, and the values
-// its read gave them: the write sets them, guarded by those values.
+// its read gave them: the write sets them, guarded by those values. only
+// says fn changed no other field: the write then leaves the version alone.
 type valueGuard struct {
 	fields []*schema.Field
 	read   []any
+	only   bool
 }
 
-// unversionedValues returns the values of e's unversioned fields, nil
-// when the model has none.
-func (r *Repository[T]) unversionedValues(ctx context.Context, rv reflect.Value) []any {
+// readValues returns the values of e's unversioned fields, then of the
+// fields Update writes, as a Mutate's read gave them (before fn ran); nil
+// when the model has no unversioned field.
+func (r *Repository[T]) readValues(ctx context.Context, rv reflect.Value) []any {
 	if len(r.m.unversioned) == 0 {
 		return nil
 	}
-	vals := make([]any, len(r.m.unversioned))
-	for i, f := range r.m.unversioned {
-		vals[i], _ = f.ValueOf(ctx, rv)
+	vals := make([]any, 0, len(r.m.unversioned)+len(r.m.setCols))
+	for _, f := range r.m.unversioned {
+		v, _ := f.ValueOf(ctx, rv)
+		vals = append(vals, v)
+	}
+	for _, f := range r.m.setCols {
+		v, _ := f.ValueOf(ctx, rv)
+		vals = append(vals, v)
 	}
 	return vals
 }
 
 // changedUnversioned returns the guard of the unversioned fields whose
-// values in rv differ from read (unversionedValues before fn ran); nil
-// when none changed.
+// values in rv differ from read (readValues before fn ran); nil when none
+// changed.
 func (r *Repository[T]) changedUnversioned(ctx context.Context, rv reflect.Value, read []any) *valueGuard {
 	var g *valueGuard
 	for i, f := range r.m.unversioned {
@@ -54,12 +63,68 @@ func (r *Repository[T]) changedUnversioned(ctx context.Context, rv reflect.Value
 			continue
 		}
 		if g == nil {
-			g = &valueGuard{}
+			g = &valueGuard{only: true}
 		}
 		g.fields = append(g.fields, f)
 		g.read = append(g.read, read[i])
 	}
+	if g == nil {
+		return nil
+	}
+	for i, f := range r.m.setCols {
+		v, _ := f.ValueOf(ctx, rv)
+		if !sameValue(v, read[len(r.m.unversioned)+i]) {
+			g.only = false
+			break
+		}
+	}
 	return g
+}
+
+// writeUnversioned is the write of a Mutate whose fn changed unversioned
+// fields only (g): UPDATE ... SET <those fields> WHERE <key> AND <version>
+// AND <each field equal to the value read>, which leaves the version and
+// the update time alone, as Apply does. A miss is stale data: the version
+// moved (a *StaleError with the record), or a field did (valueMoved). The
+// entity then holds the row's unversioned values.
+func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuard) error {
+	rv := reflect.ValueOf(e).Elem()
+	id, expected, err := r.guardOf(ctx, rv, "Mutate")
+	if err != nil {
+		return err
+	}
+	if err := r.checkIsolation(ctx, "Mutate"); err != nil {
+		return err
+	}
+	w := &sqlWriter{db: r.st.Gorm}
+	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
+	args := make([]any, 0, len(g.fields)+len(r.m.pks)+2)
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(", ")
+		}
+		w.eq(f.DBName)
+		v, _ := f.ValueOf(ctx, rv)
+		args = append(args, v)
+	}
+	st := w.guard(r.m, liveRows).stmt(r.m.caps, "")
+	st, args = r.withConditions(st, "", r.guardArgs(args, id, expected), g.conds())
+	n, err := r.st.ExecResult(ctx, st, args)
+	if err != nil {
+		return fmt.Errorf("%s: Mutate id=%v: %w", r.m.table, id, err)
+	}
+	if err := r.checkAffected(ctx, n, id, expected, "update", liveRows, true, rv); err != nil {
+		if errors.Is(err, locking.ErrConditionFailed) {
+			return r.valueMoved(id, expected, g)
+		}
+		return err
+	}
+	if err := r.refreshUnversioned(ctx, rv, id); err != nil {
+		if _, inTx := r.st.Conn(ctx); inTx {
+			return err
+		}
+	}
+	return nil
 }
 
 // conds returns the guard's conditions: each field equal to the value
