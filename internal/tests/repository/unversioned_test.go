@@ -14,6 +14,7 @@ import (
 
 	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/locking"
+	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/models"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -384,5 +385,42 @@ func TestUnversionedMutateMissIsStale(t *testing.T) {
 		assert.Contains(t, err.Error(), "Stock changed since it was read")
 		_, _, stock, _ := rawProduct(t, db, p.ID)
 		assert.EqualValues(t, 19, stock, "the Apply's change stands")
+	})
+}
+
+// Plain GORM updates through the plugin, and raw SQL under the version
+// trigger, leave the version alone when they change only the unversioned
+// field, and advance it for any other change.
+func TestUnversionedPluginAndTrigger(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		products := productRepo(t, db)
+		require.NoError(t, db.Use(repository.Plugin()))
+		p := newProduct(t, products, 100)
+		require.NoError(t, db.Model(&shopProduct{}).Where("id = ?", p.ID).Update("stock", gorm.Expr("stock - ?", 10)).Error)
+		_, _, stock, version := rawProduct(t, db, p.ID)
+		assert.EqualValues(t, 90, stock)
+		assert.Equal(t, p.Version, version, "the plugin leaves the version alone for a stock change")
+		require.NoError(t, db.Model(&shopProduct{}).Where("id = ?", p.ID).Update("name", "desk lamp").Error)
+		_, _, _, version = rawProduct(t, db, p.ID)
+		assert.Greater(t, version, p.Version, "and advances it for a name change")
+
+		require.NoError(t, migrations.CreateVersionTrigger(ctx, db, &shopProduct{}))
+		_, _, _, before := rawProduct(t, db, p.ID)
+		require.NoError(t, db.Exec("UPDATE shop_products SET stock = stock - 5 WHERE id = ?", p.ID).Error)
+		_, _, stock, version = rawProduct(t, db, p.ID)
+		assert.EqualValues(t, 85, stock)
+		assert.Equal(t, before, version, "the trigger leaves the version alone for a stock change")
+		require.NoError(t, db.Exec("UPDATE shop_products SET price = price + 1, stock = stock - 5 WHERE id = ?", p.ID).Error)
+		_, _, _, version = rawProduct(t, db, p.ID)
+		assert.Greater(t, version, before, "and advances it when a versioned column changes too")
+		// Apply of the stock alone, under the trigger, keeps it as well.
+		_, _, _, before = rawProduct(t, db, p.ID)
+		got, err := products.Apply(ctx, p.ID, []repository.Change{repository.Add("Stock", -1)})
+		require.NoError(t, err)
+		assert.Equal(t, before, got.Version)
+		_, _, stock, version = rawProduct(t, db, p.ID)
+		assert.Equal(t, before, version)
+		assert.EqualValues(t, 79, stock)
 	})
 }
