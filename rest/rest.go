@@ -69,7 +69,9 @@
 // Conditional requests follow RFC 9110. Every response carrying a record
 // carries its strong ETag, "<version>". A PUT, PATCH or DELETE whose
 // If-Match does not name the current version is answered 412 Precondition
-// Failed with the current ETag; when it does, the write is the repository's
+// Failed with the current ETag (for a PUT or PATCH, the problem's "fields"
+// member names the fields that differ from the current record, see
+// Problem); when it does, the write is the repository's
 // guarded write at that version, so a race between the check and the write
 // is still caught (412), never lost. In strict mode (the default) a PUT,
 // PATCH or DELETE without If-Match is answered 428 Precondition Required.
@@ -98,7 +100,9 @@
 // below), 428, and 500 with no detail for anything unexpected. A body can
 // change neither the id nor the version of the record it targets: the id
 // comes from the URL (a body naming another id is a 400), the version from
-// If-Match; nor its timestamps.
+// If-Match; nor its timestamps; nor a field tagged gormlock:"unversioned"
+// (see repository.UnversionedTag): a PUT's value for one is not written,
+// and a PATCH that changes one is a 400 naming it.
 //
 // A leased record (repository.WithLeases) is answered 423 Locked with a
 // Retry-After until the lease ends: it is not a conflict the client can

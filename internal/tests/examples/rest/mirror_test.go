@@ -38,6 +38,11 @@ func TestExampleProblem(t *testing.T) {
 	mirror.Run(t, setup, ExampleProblem, "application/problem+json\n412 Precondition Failed about:blank\n")
 }
 
+// TestExampleProblem_fields runs ExampleProblem_fields of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleProblem_fields(t *testing.T) {
+	mirror.Run(t, setup, ExampleProblem_fields, "412 current ETag: true fields: [title attrs]\n")
+}
+
 // TestExampleStrict runs ExampleStrict of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleStrict(t *testing.T) {
 	mirror.Run(t, setup, ExampleStrict, "strict: 428 Precondition Required\nlenient: 200 OK\n")
