@@ -63,7 +63,10 @@ type mutateCall[T any] struct {
 // run out, the error is a *locking.RetryExhaustedError that still matches
 // locking.ErrStaleData and says how many attempts ran. ctx governs reads,
 // writes and waits: cancelling it stops Mutate at once. On success Mutate
-// returns the entity as written, at its new version.
+// returns the entity as written, at its new version. A change fn makes to
+// a field tagged gormlock:"unversioned" is written guarded by the value fn
+// read, and one of such fields only leaves the version as it is (see
+// UnversionedTag).
 //
 // Outside a transaction, concurrent Mutate and Upsert calls on the same
 // record through the same Repository take turns in this process instead of

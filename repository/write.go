@@ -23,13 +23,17 @@ import (
 // statement, UPDATE ... WHERE pk = ? AND version = ?, and on success sets e's
 // version to the record's next version (larger than the one it had, see
 // "Versions" in the package doc) and its update time. The columns it never
-// writes are the primary key, the creation time, the soft-delete time and
-// fields GORM may not update (tagged "<-:create", "->" or "-").
+// writes are the primary key, the creation time, the soft-delete time,
+// fields GORM may not update (tagged "<-:create", "->" or "-") and fields
+// tagged gormlock:"unversioned" (see UnversionedTag), which after the write
+// hold the row's values.
 //
 // When no row matches, it returns a *locking.StaleDataError (errors.Is(err,
-// locking.ErrStaleData) is true) if the record exists at another version, or
-// an error matching locking.ErrNotFound if it does not exist or is
-// soft-deleted. An entity with an empty key, or a negative version, is
+// locking.ErrStaleData) is true) if the record exists at another version —
+// wrapped in a *StaleError[T] with the record as it is now and the fields
+// that differ, and matching locking.ErrVersionMissing too when e carries
+// version 0 — or an error matching locking.ErrNotFound if it does not exist
+// or is soft-deleted. An entity with an empty key, or a negative version, is
 // refused with an error matching locking.ErrInvalidArgument: the guard is
 // never turned off. Version 0 is what Get reads from a record a legacy
 // writer left at version 0 or NULL: the guard matches only such a record
