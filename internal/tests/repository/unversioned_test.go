@@ -337,6 +337,7 @@ func TestUnversionedMutateBesideApply(t *testing.T) {
 			if err := db.WithContext(ctx).Raw("SELECT stock FROM shop_products WHERE id = ?", p.ID).Scan(&s).Error; err != nil {
 				return err
 			}
+			time.Sleep(time.Millisecond) // the same work between read and write as a Mutate's fn may do
 			return db.WithContext(ctx).Exec("UPDATE shop_products SET stock = ? WHERE id = ?", s-1, p.ID).Error
 		})
 		_, _, stock, _ = rawProduct(t, db, p.ID)
