@@ -129,7 +129,8 @@ func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mu
 // MutateRowLocked is the pessimistic counterpart of Mutate: in one transaction
 // it locks record id (LockRow), calls fn to change it in memory, writes it
 // with Update (so its version still advances and optimistic readers see the
-// change) and commits. No other writer can change the record between the
+// change, unless fn changed only fields tagged gormlock:"unversioned") and
+// commits. No other writer can change the record between the
 // read and the write, so it never fails with stale data; concurrent callers
 // on the same record queue up on the lock instead of retrying.
 //
