@@ -103,8 +103,26 @@ var (
 	// model was refused, and nothing was sent, because no version guarded
 	// it: the strict mode of gormlock's GORM plugin
 	// (repository.StrictGORMWrites) refuses such writes, so that tests find
-	// the call sites that could erase a concurrent change.
+	// the call sites that could erase a concurrent change; its
+	// GuardGORMUpdates refuses an update whose own condition could undo the
+	// guard it adds.
 	ErrUnguardedWrite = errors.New("gormlock: unguarded write")
+
+	// ErrConstraintViolation means a write broke an integrity constraint
+	// other than a unique key (which is ErrAlreadyExists): a foreign key
+	// (a reference to a row that does not exist, or the delete of a row
+	// still referenced), a CHECK constraint, or NOT NULL. The database
+	// refused the statement: nothing of it was applied. The error is a
+	// *DatabaseError whose Constraint (or Column, for NOT NULL) names what
+	// was broken when the database says.
+	ErrConstraintViolation = errors.New("gormlock: constraint violation")
+
+	// ErrSchemaMismatch means a table does not have what gormlock needs:
+	// repository.VerifySchema and VerifyOperationSchema found a column,
+	// key or NOT NULL missing (a *repository.SchemaError lists them), or
+	// migrations.Up found a table of one of its migrations with other
+	// columns.
+	ErrSchemaMismatch = errors.New("gormlock: schema mismatch")
 )
 
 // StaleDataError reports a guarded write that matched no row because the
@@ -178,14 +196,32 @@ func (e *RetryExhaustedError) Unwrap() []error { return []error{ErrRetriesExhaus
 // database's own code (a SQLSTATE such as "23505", or a SQLite extended result
 // code such as "SQLITE_CONSTRAINT_PRIMARYKEY"), and Err the driver's error.
 // errors.Is matches Kind; errors.As reaches the driver error.
+//
+// For a violated constraint (ErrAlreadyExists, ErrConstraintViolation),
+// Constraint is its name and Column the column, when the database names
+// them: PostgreSQL names the constraint (and, for NOT NULL, the column);
+// MySQL and MariaDB name a foreign key, a CHECK constraint, a unique key
+// and a NOT NULL column in their messages; SQLite names a CHECK
+// constraint, and the columns of a NOT NULL or unique constraint
+// ("table.column"), but not a foreign key.
 type DatabaseError struct {
-	Kind error
-	Code string
-	Err  error
+	Kind       error
+	Code       string
+	Err        error
+	Constraint string // the violated constraint's name, when known
+	Column     string // the column of a NOT NULL violation, when known
 }
 
 // Error implements error.
 func (e *DatabaseError) Error() string {
+	switch {
+	case e.Constraint != "" && e.Column != "":
+		return fmt.Sprintf("%v (%s, constraint %s, column %s): %v", e.Kind, e.Code, e.Constraint, e.Column, e.Err)
+	case e.Constraint != "":
+		return fmt.Sprintf("%v (%s, constraint %s): %v", e.Kind, e.Code, e.Constraint, e.Err)
+	case e.Column != "":
+		return fmt.Sprintf("%v (%s, column %s): %v", e.Kind, e.Code, e.Column, e.Err)
+	}
 	return fmt.Sprintf("%v (%s): %v", e.Kind, e.Code, e.Err)
 }
 

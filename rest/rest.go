@@ -118,7 +118,7 @@
 // a DELETE 204, even though If-Match no longer names the current version. The key is
 // bound to the request (method, path and body): the same key with another
 // request is 422. Keys are 1 to 200 printable ASCII characters, quoted (a
-// structured-field string) or not; IdempotencyScope keeps one client's keys
+// structured-field string) or not; WithIdempotencyScope keeps one client's keys
 // apart from another's.
 package rest
 
@@ -161,49 +161,49 @@ type config struct {
 // Option configures a Handler in New.
 type Option func(*config) error
 
-// Strict sets whether PUT, PATCH and DELETE require If-Match (428 without
+// WithStrict sets whether PUT, PATCH and DELETE require If-Match (428 without
 // it). On by default. Off, a PUT, PATCH or DELETE without If-Match writes
 // whatever version is current (still atomically: a concurrent change makes
 // it re-read).
-func Strict(on bool) Option {
+func WithStrict(on bool) Option {
 	return func(c *config) error { c.strict = on; return nil }
 }
 
-// MaxBodyBytes limits request bodies (413 beyond it). The default is 1 MiB.
-func MaxBodyBytes(n int64) Option {
+// WithMaxBodyBytes limits request bodies (413 beyond it). The default is 1 MiB.
+func WithMaxBodyBytes(n int64) Option {
 	return func(c *config) error {
 		if n <= 0 {
-			return locking.Invalid("rest: MaxBodyBytes must be positive, got %d", n)
+			return locking.Invalid("rest: WithMaxBodyBytes must be positive, got %d", n)
 		}
 		c.maxBody = n
 		return nil
 	}
 }
 
-// PageLimits sets the list page size when the request gives none (def) and
+// WithPageLimits sets the list page size when the request gives none (def) and
 // the largest a request may ask for (max). The defaults are 50 and 1000.
-func PageLimits(def, max int) Option {
+func WithPageLimits(def, max int) Option {
 	return func(c *config) error {
 		if def <= 0 || max < def {
-			return locking.Invalid("rest: PageLimits needs 0 < default (%d) <= max (%d)", def, max)
+			return locking.Invalid("rest: WithPageLimits needs 0 < default (%d) <= max (%d)", def, max)
 		}
 		c.defaultLimit, c.maxLimit = def, max
 		return nil
 	}
 }
 
-// ErrorLog sets a function called with every error answered 500, for the
+// WithErrorLog sets a function called with every error answered 500, for the
 // server's log; the client gets no detail.
-func ErrorLog(f func(r *http.Request, err error)) Option {
+func WithErrorLog(f func(r *http.Request, err error)) Option {
 	return func(c *config) error { c.logError = f; return nil }
 }
 
-// IdempotencyScope sets the function that names whose Idempotency-Key a
+// WithIdempotencyScope sets the function that names whose Idempotency-Key a
 // request carries — the authenticated user or API client — so that two
 // clients choosing the same key never see each other's outcomes. Without
 // it every client shares one space of keys (still bound to the request:
 // the same key with another request is a 422).
-func IdempotencyScope(f func(r *http.Request) string) Option {
+func WithIdempotencyScope(f func(r *http.Request) string) Option {
 	return func(c *config) error { c.scope = f; return nil }
 }
 

@@ -1380,7 +1380,7 @@ func hostileMiscCases() []hostileCase {
 		if msg := hostileFails(d, err); msg != "" {
 			return msg
 		}
-		if errors.Is(err, repository.ErrSchemaMismatch) {
+		if errors.Is(err, locking.ErrSchemaMismatch) {
 			return fmt.Sprintf("a cancelled context is reported as a schema mismatch: %v", err)
 		}
 		return ""
@@ -2555,7 +2555,7 @@ func TestHostileREST(t *testing.T) {
 		f := hostileSeed(t, db)
 		var logged []string
 		var logMu sync.Mutex
-		logErr := rest.ErrorLog(func(r *http.Request, err error) {
+		logErr := rest.WithErrorLog(func(r *http.Request, err error) {
 			logMu.Lock()
 			defer logMu.Unlock()
 			logged = append(logged, fmt.Sprintf("%s %s: %v", r.Method, hostileShort(r.RequestURI, 100), err))

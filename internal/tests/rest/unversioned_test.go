@@ -32,7 +32,7 @@ func itemServer(t *testing.T, db *gorm.DB) (*client, *repository.Repository[item
 	require.NoError(t, db.AutoMigrate(&item{}))
 	items, err := repository.New[item](db)
 	require.NoError(t, err)
-	h, err := rest.New(items, rest.ErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) }))
+	h, err := rest.New(items, rest.WithErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) }))
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	rest.Mount(mux, "/items", h)
