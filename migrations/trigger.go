@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -140,6 +141,47 @@ var triggerFlavors = map[string]triggerFlavor{
 //     with PRAGMA recursive_triggers on; the + 1 keeps versions growing
 //     within one millisecond.
 func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) (Script, error) {
+	return versionTrigger(dialect, table, versionColumn, keyColumns, nil)
+}
+
+// unversionedColumns are the columns of a model whose fields are tagged
+// gormlock:"unversioned" (see repository.UnversionedTag), and the columns
+// that count as a change of the record (all others but the version and the
+// update time).
+type unversionedColumns struct {
+	unversioned, versioned []string
+}
+
+// keepVersion returns the condition, in the flavor's SQL, under which an
+// UPDATE changed only unversioned columns: one of them differs between OLD
+// and NEW, and no versioned column does. "" when there are none.
+func (u *unversionedColumns) keepVersion(dialect string, q func(string) string) string {
+	if u == nil || len(u.unversioned) == 0 {
+		return ""
+	}
+	same := func(c string) string {
+		switch dialect {
+		case "postgres":
+			return "NEW." + q(c) + " IS NOT DISTINCT FROM OLD." + q(c)
+		case "sqlite":
+			return "NEW." + q(c) + " IS OLD." + q(c)
+		}
+		return "NEW." + q(c) + " <=> OLD." + q(c)
+	}
+	changed := make([]string, len(u.unversioned))
+	for i, c := range u.unversioned {
+		changed[i] = "NOT (" + same(c) + ")"
+	}
+	cond := "(" + strings.Join(changed, " OR ") + ")"
+	for _, c := range u.versioned {
+		cond += " AND " + same(c)
+	}
+	return "(" + cond + ")"
+}
+
+// versionTrigger is VersionTrigger; with u, an UPDATE that changes only the
+// model's unversioned columns leaves the version alone.
+func versionTrigger(dialect, table, versionColumn string, keyColumns []string, u *unversionedColumns) (Script, error) {
 	fl, ok := triggerFlavors[dialect]
 	if !ok {
 		return Script{}, fmt.Errorf("migrations: version trigger: %w: no trigger for dialect %q", locking.ErrNotSupported, dialect)
@@ -171,6 +213,11 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 		return q(schemaName) + "." + q(n)
 	}
 	qtable, qtrigger, qinsert, v := qualified(tableName), qualified(name), qualified(insName), q(versionColumn)
+	keep := u.keepVersion(dialect, q)
+	unless := "" // the UPDATE condition's exception for unversioned columns
+	if keep != "" {
+		unless = " AND NOT " + keep
+	}
 	qdelete := qualified(triggerName(deleteTriggerPrefix, tableName))
 	head := "-- gormlock: an UPDATE of " + table + " that leaves " + versionColumn + " unchanged advances it,\n" +
 		"-- and an INSERT that leaves it to its default gives it a first version.\n"
@@ -197,7 +244,7 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 		up = head +
 			"CREATE OR REPLACE FUNCTION " + qtrigger + "() RETURNS trigger LANGUAGE plpgsql AS " + tag + body + tag + ";\n" +
 			"CREATE OR REPLACE TRIGGER " + q(name) + " BEFORE UPDATE ON " + qtable + " FOR EACH ROW\n" +
-			"\tWHEN (NEW." + v + " IS NOT DISTINCT FROM OLD." + v + ")\n" +
+			"\tWHEN (NEW." + v + " IS NOT DISTINCT FROM OLD." + v + unless + ")\n" +
 			"\tEXECUTE FUNCTION " + qtrigger + "();\n" +
 			"CREATE OR REPLACE TRIGGER " + q(insName) + " BEFORE INSERT ON " + qtable + " FOR EACH ROW\n" +
 			"\tWHEN (" + stale + ")\n" +
@@ -224,7 +271,7 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 			"CREATE TABLE IF NOT EXISTS " + qualified(versionFloorsTable) + " (" + q("tbl") + " TEXT PRIMARY KEY, " + q("version") + " INTEGER NOT NULL);\n" +
 			"DROP TRIGGER IF EXISTS " + qtrigger + ";\n" +
 			"CREATE TRIGGER " + qtrigger + " AFTER UPDATE ON " + q(tableName) + " FOR EACH ROW\n" +
-			"\tWHEN NEW." + v + " IS OLD." + v + "\n" +
+			"\tWHEN NEW." + v + " IS OLD." + v + unless + "\n" +
 			"BEGIN\n" +
 			"\tUPDATE " + q(tableName) + " SET " + v + " = MAX(COALESCE(OLD." + v + ", 0) + 1, CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER) * 1000)\n" +
 			"\t\tWHERE " + strings.Join(conds, " AND ") + ";\n" +
@@ -258,7 +305,7 @@ func VersionTrigger(dialect, table, versionColumn string, keyColumns ...string) 
 			up += dropFirst + qtrigger + ";\n"
 		}
 		up += create + qtrigger + " BEFORE UPDATE ON " + qtable + " FOR EACH ROW\n" +
-			"\tSET NEW." + v + " = IF(NEW." + v + " <=> OLD." + v + ",\n" +
+			"\tSET NEW." + v + " = IF(NEW." + v + " <=> OLD." + v + unless + ",\n" +
 			"\t\tGREATEST(COALESCE(OLD." + v + ", 0) + 1, " + mysqlClockMicros + "),\n" +
 			"\t\tNEW." + v + ");\n"
 		if dropFirst != "" {
@@ -353,6 +400,12 @@ func (fl triggerFlavor) checkName(what, whole, part string) error {
 // MySQL the server is asked whether it is MariaDB, for CREATE OR REPLACE
 // TRIGGER.
 //
+// A model with fields tagged `gormlock:"unversioned"` (a stock, a view
+// count: see repository.UnversionedTag) gets a trigger whose UPDATE
+// condition also compares the columns: an UPDATE that changes unversioned
+// columns only (the update time aside) leaves the version alone, as the
+// repository's writes and the GORM plugin do; any other change advances it.
+//
 // On PostgreSQL the statements run in one transaction, which first takes a
 // transaction-level advisory lock, so that processes creating the trigger at
 // the same time take turns; on SQLite in one transaction. MySQL and MariaDB
@@ -422,10 +475,16 @@ func modelTrigger(ctx context.Context, db *gorm.DB, model any, op string) (*trig
 	s := stmt.Schema
 	var version *schema.Field
 	var keys []string
+	var u unversionedColumns
 	for _, name := range s.DBNames {
 		f := s.FieldsByDBName[name]
 		if f.PrimaryKey {
 			keys = append(keys, f.DBName)
+		}
+		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == "unversioned" {
+			u.unversioned = append(u.unversioned, f.DBName)
+		} else if f.AutoUpdateTime == 0 && f.Name != "Version" && tag != "version" {
+			u.versioned = append(u.versioned, f.DBName)
 		}
 		if tag, ok := f.Tag.Lookup("gormlock"); ok && tag == "version" {
 			if version != nil && version.Tag.Get("gormlock") == "version" {
@@ -457,7 +516,10 @@ func modelTrigger(ctx context.Context, db *gorm.DB, model any, op string) (*trig
 			dialect = "mariadb"
 		}
 	}
-	script, err := VersionTrigger(dialect, s.Table, version.DBName, keys...)
+	if len(u.unversioned) > 0 {
+		u.versioned = slices.DeleteFunc(u.versioned, func(c string) bool { return c == version.DBName })
+	}
+	script, err := versionTrigger(dialect, s.Table, version.DBName, keys, &u)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,9 @@ import (
 //     Where matches: the statement also sets the version to
 //     max(previous version + 1, now in microseconds), per row, in the same
 //     UPDATE. Any assignment to the version column the call makes is
-//     dropped: the version is gormlock's.
+//     dropped: the version is gormlock's. An update that changes only
+//     fields tagged gormlock:"unversioned" (UnversionedTag), and the update
+//     time GORM adds, leaves the version as it is.
 //   - Save of an existing record (GORM's update of every column): the same;
 //     the version the entity holds in memory is not written back.
 //   - Create (of a struct, a slice, a map or a []map; CreateInBatches,

@@ -51,6 +51,9 @@ type updateState struct {
 	set      clause.Clause
 	hadSet   bool
 	expr     versionExpr // the version's new value, in the SET clause
+	// kept: the statement changes only fields tagged gormlock:"unversioned"
+	// (and the update time): the version is left as it is.
+	kept bool
 }
 
 // updateGuard runs first among the update callbacks: it adds the version
@@ -145,7 +148,9 @@ func (w *pluginWrites) guard(db *gorm.DB, st *updateState) bool {
 // updateSet runs right before GORM's update: it builds the SET clause as
 // GORM would (callbacks.ConvertToAssignments; GORM's update callback uses
 // a SET clause that is there already), without any assignment to the
-// version, and with version = GREATEST(COALESCE(version, 0) + 1, ?).
+// version, and with version = GREATEST(COALESCE(version, 0) + 1, ?) —
+// unless the statement changes only fields tagged gormlock:"unversioned"
+// (and the update time): then the version is left as it is.
 func (w *pluginWrites) updateSet(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error != nil || stmt.SQL.Len() > 0 {
@@ -185,10 +190,27 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 		out = set[:0] // GORM's own slice, built for this statement
 		c = clause.Clause{Name: "SET"}
 	}
+	unversioned, versioned := false, false
 	for _, a := range set {
-		if !isVersionColumn(a.Column.Name, st.version) {
-			out = append(out, a)
+		if isVersionColumn(a.Column.Name, st.version) {
+			continue
 		}
+		out = append(out, a)
+		switch f := stmt.Schema.LookUpField(a.Column.Name); {
+		case f != nil && isUnversioned(f):
+			unversioned = true
+		case f != nil && f.AutoUpdateTime != 0:
+		default:
+			versioned = true
+		}
+	}
+	if unversioned && !versioned {
+		// A change of fields outside the version (UnversionedTag) only:
+		// the version stays, as for Apply.
+		c.Expression = out
+		stmt.Clauses["SET"] = c
+		st.setAdded, st.kept = true, true
+		return
 	}
 	floor := st.next
 	if !st.guarded {
@@ -235,7 +257,7 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 			if err := w.stale(db, st); err != nil {
 				db.AddError(err)
 			}
-		} else if st.record.IsValid() {
+		} else if st.record.IsValid() && !st.kept {
 			if err := st.version.Set(stmt.Context, st.record, st.next); err != nil {
 				db.AddError(err)
 			}
