@@ -188,3 +188,20 @@ func ExampleProblem() {
 	// application/problem+json
 	// 412 Precondition Failed about:blank
 }
+
+// A stale PUT's 412 carries the current ETag and, in its "fields" member,
+// the fields that differ between the request's record and the current one.
+func ExampleProblem_fields() {
+	docs := documents()
+	h, _ := rest.New(docs)
+	created := send(h, "POST", "/", `{"id":"d2","title":"draft"}`)
+	read := created.Header().Get("ETag")
+	_ = send(h, "PUT", "/d2", `{"title":"final"}`, "If-Match", read)
+
+	w := send(h, "PUT", "/d2", `{"title":"draft","attrs":{"lang":"en"}}`, "If-Match", read) // from the first read
+	var p rest.Problem
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
+	fmt.Println(p.Status, "current ETag:", w.Header().Get("ETag") != read, "fields:", p.Fields)
+	// Prints:
+	// 412 current ETag: true fields: [title attrs]
+}

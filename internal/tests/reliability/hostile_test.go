@@ -1349,6 +1349,33 @@ func hostileMiscCases() []hostileCase {
 		}
 		return nil
 	})
+	add("Adapter.Differing", "nil entities: nothing differs, no panic", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		if got := f.accts.Adapter().Differing(nil, f.acct(f.a2)); got != nil {
+			return hostileCheck("Differing(nil, a) = %v", got)
+		}
+		if got := f.accts.Adapter().Differing(f.acct(f.a2), nil); got != nil {
+			return hostileCheck("Differing(a, nil) = %v", got)
+		}
+		return nil
+	})
+	add("Adapter.Differing", "two records: their differing fields, never the key or version", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		a, b := f.acct(f.a2), f.acct(f.a3)
+		b.Owner, b.Balance = a.Owner+"x", a.Balance
+		got := f.accts.Adapter().Differing(a, b)
+		if len(got) != 1 || got[0] != "Owner" {
+			return hostileCheck("Differing = %v, want [Owner]", got)
+		}
+		return nil
+	})
+	add("Adapter.ChangedUnversioned", "nil entities, and a model without unversioned fields", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		if got := f.accts.Adapter().ChangedUnversioned(nil, nil); got != nil {
+			return hostileCheck("ChangedUnversioned(nil, nil) = %v", got)
+		}
+		if got := f.accts.Adapter().ChangedUnversioned(f.acct(f.a2), f.acct(f.a3)); got != nil {
+			return hostileCheck("ChangedUnversioned of Account = %v", got)
+		}
+		return nil
+	})
 	// BUG (fails): Identity(nil) panics in GORM's field reader, where
 	// SetIdentity and CopyWritable refuse nil.
 	add("Adapter.Identity", "nil entity", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {

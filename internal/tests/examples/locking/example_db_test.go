@@ -65,7 +65,7 @@ func ExampleCode() {
 
 // A write that breaks a foreign key, a CHECK or NOT NULL is refused with
 // ErrConstraintViolation, naming what it broke where the database does.
-func ExampleErrConstraintViolation() {
+func ExampleDatabaseError_constraint() {
 	if err := db.Exec(`CREATE TABLE stock (sku TEXT PRIMARY KEY, qty INTEGER NOT NULL CONSTRAINT qty_not_negative CHECK (qty >= 0))`).Error; err != nil {
 		panic(err)
 	}

@@ -23,7 +23,7 @@ func TestExampleDatabaseError(t *testing.T) {
 	mirror.Run(t, setup, ExampleDatabaseError, "gormlock: record already exists\nSQLITE_CONSTRAINT_UNIQUE\ntrue\n")
 }
 
-// TestExampleErrConstraintViolation runs ExampleErrConstraintViolation of locking (example_db_test.go) with the database setup gives it, and checks what it prints.
-func TestExampleErrConstraintViolation(t *testing.T) {
-	mirror.Run(t, setup, ExampleErrConstraintViolation, "SQLITE_CONSTRAINT_CHECK qty_not_negative\nSQLITE_CONSTRAINT_NOTNULL stock.qty\n")
+// TestExampleDatabaseError_constraint runs ExampleDatabaseError_constraint of locking (example_db_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleDatabaseError_constraint(t *testing.T) {
+	mirror.Run(t, setup, ExampleDatabaseError_constraint, "SQLITE_CONSTRAINT_CHECK qty_not_negative\nSQLITE_CONSTRAINT_NOTNULL stock.qty\n")
 }

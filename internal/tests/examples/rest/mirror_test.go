@@ -18,6 +18,11 @@ func TestExampleProblem(t *testing.T) {
 	mirror.Run(t, setup, ExampleProblem, "application/problem+json\n412 Precondition Failed about:blank\n")
 }
 
+// TestExampleProblem_fields runs ExampleProblem_fields of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleProblem_fields(t *testing.T) {
+	mirror.Run(t, setup, ExampleProblem_fields, "412 current ETag: true fields: [title attrs]\n")
+}
+
 // TestExampleWithErrorLog runs ExampleWithErrorLog of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleWithErrorLog(t *testing.T) {
 	mirror.Run(t, setup, ExampleWithErrorLog, "logged: GET /d1 true\n500 Internal Server Error \"internal error\"\n")
