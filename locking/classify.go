@@ -98,8 +98,9 @@ func pgConstraintKind(code string) error {
 // are ErrInvalidArgument. SQLite reports a statement that is not valid SQL
 // only as SQLITE_ERROR, the code of every other kind of failure too; there,
 // and only there, the message decides: "no such column", "ambiguous
-// column name", "no such function", "syntax error", "unrecognized token"
-// and "near ..." are ErrInvalidArgument. For a violated constraint the
+// column name", "no such function", "wrong number of arguments to
+// function", "syntax error", "unrecognized token" and "incomplete input"
+// are ErrInvalidArgument. For a violated constraint the
 // *DatabaseError carries the constraint's and column's names the database
 // gives (see DatabaseError).
 //

@@ -749,7 +749,8 @@ func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 // ErrRetriesExhausted, which matches it) 409; ErrConditionFailed 409; ErrAlreadyExists 409; ErrNotFound 404;
 // ErrLeased 423; ErrLocked, ErrLockTimeout, ErrDeadlock and
 // ErrSerialization 503 (try again); ErrOperationKeyReused 422;
-// ErrInvalidArgument 400; ErrCommitUnknown and anything else 500.
+// ErrConstraintViolation 422 (a foreign key, CHECK or NOT NULL refused the
+// write); ErrInvalidArgument 400; ErrCommitUnknown and anything else 500.
 func ProblemOf(err error) Problem {
 	p := func(status int, detail string) Problem {
 		return Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
@@ -774,6 +775,8 @@ func ProblemOf(err error) Problem {
 			return p(http.StatusBadRequest, "the database refused a value of the request (too long, or not valid text)")
 		}
 		return p(http.StatusBadRequest, "the request is not valid")
+	case errors.Is(err, locking.ErrConstraintViolation):
+		return p(http.StatusUnprocessableEntity, "the database refused the change: it breaks a rule of the schema (a reference to another record, a check, or a required value)")
 	case errors.Is(err, locking.ErrNotFound):
 		return p(http.StatusNotFound, "no such record")
 	case errors.Is(err, locking.ErrAlreadyExists):

@@ -37,19 +37,27 @@ import (
 // statement's connection is closed as the driver would have, and on MySQL
 // and MariaDB the session is killed and waited for until it is gone from
 // the process list (at most goneWait); if that cannot be confirmed, the
-// error says so. The bounds add up to at most 4 s past the caller's
-// context: a caller that gave up waits no longer than that for the truth
-// (a statement cancelled on a healthy server ends in milliseconds).
+// error says so. (KILL names the session by its id on the server the
+// connection reached, which a restart of that server within those seconds
+// could give to another session; ids count up from the start, so that
+// would take as many connections in that time as the old server had
+// seen.)
 
-// cancelWait bounds the wait for a statement cancelled on the server.
-const cancelWait = time.Second
-
-// goneWait bounds the wait for a killed session to be gone.
-const goneWait = 2 * time.Second
-
-// killTimeout bounds getting a connection for KILL and sending it, and
-// sending PostgreSQL's cancel request.
-const killTimeout = time.Second
+// The bounds of the waits after the caller's context ended. A healthy
+// server answers a cancel in milliseconds; the bounds are for one that
+// cannot be reached or answers nothing (a network partition, a stalled
+// proxy), after which the call returns within about 2 s of its context's
+// end (4 s when a MySQL session must then be killed and awaited).
+const (
+	// cancelWait bounds the wait for the answer of a statement cancelled
+	// on the server.
+	cancelWait = time.Second
+	// killTimeout bounds getting a connection for KILL and sending it,
+	// and sending PostgreSQL's cancel request.
+	killTimeout = time.Second
+	// goneWait bounds killing a session and waiting until it is gone.
+	goneWait = 2 * time.Second
+)
 
 // canceller cancels the statement running on one connection, on the server.
 type canceller interface {
@@ -147,7 +155,7 @@ func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelReque
 // gone cannot be told on PostgreSQL: behind PgBouncer the backend's pid is
 // not known to the client.
 func (pgCanceller) gone(context.Context) error {
-	return errors.New("the connection broke while a statement ran, and the server's session cannot be asked about")
+	return errors.New("PostgreSQL's session cannot be asked about from another connection")
 }
 
 // mysqlSession identifies a MySQL or MariaDB session: its CONNECTION_ID(),
@@ -225,17 +233,40 @@ func (c mysqlCanceller) gone(ctx context.Context) error {
 }
 
 // guard runs a statement of the transaction (run, with the context it is
-// to use) so that it ends with ctx on the server (see above).
-//
-// A query's rows are read after it returns, under the context the query
-// ran with: keep leaves that context alive (it ends with nothing to free
-// once the rows are closed).
+// to use) so that it ends with ctx on the server (see above and
+// endOnServer).
 func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) error) error {
 	if t.canc == nil || ctx.Done() == nil {
 		return run(ctx)
 	}
+	sent, forced, err := endOnServer(ctx, t.canc, keep, run)
+	if sent || forced != nil {
+		t.mu.Lock()
+		t.cancelSent = t.cancelSent || sent
+		if forced != nil {
+			t.forced = forced
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// endOnServer runs a statement on one connection (run, with the context
+// it is to use) under a context that does not end with ctx; when ctx ends
+// first, it cancels the statement on the server with canc and waits for
+// its answer, at most cancelWait. It reports whether a cancel was sent
+// (the connection should then not go back to the pool, where a late
+// cancel could reach another statement), and forced: why the connection
+// had to be closed instead (the server could not be asked, or did not
+// answer), nil when it was not. The statement's error, when ctx ended,
+// matches ctx's error and keeps the server's.
+//
+// A query's rows are read after it returns, under the context the query
+// ran with: keep leaves that context alive (it ends with nothing to free
+// once the rows are closed).
+func endOnServer(ctx context.Context, canc canceller, keep bool, run func(context.Context) error) (sent bool, forced, err error) {
 	if err := ctx.Err(); err != nil {
-		return err // not sent
+		return false, nil, err // not sent
 	}
 	stmtCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	if !keep {
@@ -243,44 +274,62 @@ func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) 
 	}
 	done := make(chan struct{})
 	watched := make(chan struct{})
-	var forced error // why the connection had to be closed; nil when not
 	stopWatching := context.AfterFunc(ctx, func() {
 		defer close(watched)
-		t.mu.Lock()
-		t.cancelSent = true
-		t.mu.Unlock()
 		kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
-		err := t.canc.cancel(kctx)
+		err := canc.cancel(kctx)
 		kcancel()
 		if err != nil {
 			forced = fmt.Errorf("cancelling the statement on the server: %w", err)
 			stop()
 			return
 		}
+		// A cancel that reaches the server before the statement has begun
+		// there is dropped (PostgreSQL cancels only a running statement;
+		// MySQL clears KILL QUERY when the next command starts): sent
+		// again, at growing intervals, until the statement answers.
 		timer := time.NewTimer(cancelWait)
 		defer timer.Stop()
-		select {
-		case <-done:
-		case <-timer.C:
-			forced = fmt.Errorf("the statement, cancelled on the server, did not end within %v", cancelWait)
-			stop()
+		pause := 20 * time.Millisecond
+		again := time.NewTimer(pause)
+		defer again.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer.C:
+				forced = fmt.Errorf("the statement, cancelled on the server, did not end within %v", cancelWait)
+				stop()
+				return
+			case <-again.C:
+				kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
+				_ = canc.cancel(kctx)
+				kcancel()
+				pause = min(2*pause, 500*time.Millisecond)
+				again.Reset(pause)
+			}
 		}
 	})
-	err := run(stmtCtx)
+	err = run(stmtCtx)
 	close(done)
 	if stopWatching() {
-		return err
+		return false, nil, err
 	}
 	<-watched
-	if forced != nil {
-		t.mu.Lock()
-		t.broken, t.forced = true, forced
-		t.mu.Unlock()
+	switch {
+	case err == nil:
+	case forced != nil:
+		err = fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledOnServer(err):
+		// Killed at the deadline, before it committed: as a statement
+		// the server's own time limit ends (max_statement_time,
+		// lock_timeout), not applied.
+		err = fmt.Errorf("%w: the statement was cancelled on the server at the deadline: %w", ctx.Err(),
+			&locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: locking.Code(err), Err: err})
+	default:
+		err = fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
 	}
-	if err != nil {
-		return fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
-	}
-	return nil
+	return true, forced, err
 }
 
 // ExecContext runs a statement of the transaction (see guard).
@@ -317,21 +366,25 @@ func (t *ownTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 	return row
 }
 
-// ensureEnded confirms, after the transaction's connection broke (its
-// ROLLBACK failed), that its session is gone on the server; it returns
-// why that could not be confirmed, or nil.
-func (t *ownTx) ensureEnded() error {
-	if t.canc == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
+// ensureEnded confirms, after the transaction's connection was closed
+// while a statement ran (forced says why), that its session is gone on the
+// server; it returns why that could not be confirmed, or nil.
+func (t *ownTx) ensureEnded(forced error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), goneWait)
 	defer cancel()
-	err := t.canc.gone(ctx)
-	t.mu.Lock()
-	forced := t.forced
-	t.mu.Unlock()
-	if err != nil && forced != nil {
+	if err := t.canc.gone(ctx); err != nil {
 		return fmt.Errorf("%w; %w", forced, err)
 	}
-	return err
+	return nil
+}
+
+// cancelledOnServer reports whether err is the server's answer to a
+// cancelled statement: PostgreSQL's query_canceled (57014), MySQL's and
+// MariaDB's ER_QUERY_INTERRUPTED (1317).
+func cancelledOnServer(err error) bool {
+	switch locking.Code(err) {
+	case "57014", "1317":
+		return true
+	}
+	return false
 }

@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -290,9 +291,42 @@ func (s Store) sendPinned(ctx context.Context, query string, args []any, send Se
 	if err != nil {
 		return false, fmt.Errorf("not sent: no connection: %w", locking.Classify(err))
 	}
-	defer conn.Close()
+	cancelled := false
+	defer func() {
+		if cancelled {
+			// A late cancel must not reach another caller's statement.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = conn.Close()
+	}()
 	trustNotSent := !resends(s.SQLDB, conn) // asked before sending, while conn is whole
-	err = send(ctx, Pinned{conn}, query, args)
+	if canc := s.statementCanceller(ctx, conn); canc != nil || ctx.Err() != nil {
+		if err := ctx.Err(); err != nil {
+			return false, err // ended while the session was asked: not sent
+		}
+		// When ctx ends while the statement runs, it is cancelled on the
+		// server and its answer awaited (see endOnServer): a definite
+		// outcome, where a driver closing the connection would leave the
+		// statement running on, and its outcome unknown.
+		var forced error
+		cancelled, forced, err = endOnServer(ctx, canc, false, func(ctx context.Context) error {
+			return send(ctx, Pinned{conn}, query, args)
+		})
+		switch {
+		case forced != nil && err != nil:
+			err = locking.Unknown(err)
+		case cancelled && err == nil:
+			// The statement ended as the cancel came: it may have
+			// committed, but an answer of success after a cancel does
+			// not say it is safe — PostgreSQL (and MySQL's semi-sync)
+			// answer it when the cancel ends the wait for a
+			// synchronous replica, after the local commit.
+			err = locking.Unknown(fmt.Errorf("%w: the write ended as it was cancelled on the server: it may have been applied", ctx.Err()))
+		}
+		cancelled = cancelled || forced != nil
+	} else {
+		err = send(ctx, Pinned{conn}, query, args)
+	}
 	switch {
 	case err == nil:
 		return true, nil
@@ -304,6 +338,17 @@ func (s Store) sendPinned(ctx context.Context, query string, args []any, send Se
 		return true, locking.Unknown(err)
 	}
 	return false, locking.Classify(err)
+}
+
+// statementCanceller returns the canceller of conn (see endOnServer) when
+// a statement sent on it with ctx could outlive ctx on the server: on
+// PostgreSQL and MySQL/MariaDB, with a context that can end. nil otherwise,
+// and when ctx ended while the session was asked (nothing is sent then).
+func (s Store) statementCanceller(ctx context.Context, conn *sql.Conn) canceller {
+	if ctx.Done() == nil || s.Caps.SingleWriter {
+		return nil
+	}
+	return newCanceller(ctx, s.SQLDB, conn, s.Caps.Dialector())
 }
 
 // waitBudget returns how long a statement sent now may wait on the database

@@ -115,7 +115,7 @@ func (s Store) SavepointOrRunTx(ctx context.Context, op string, fn func(context.
 // the transaction keeps), runs fn with it in its context and commits it;
 // when fn returns an error or panics, it rolls back instead. w bounds the
 // wait for SQLite's write lock. op names the caller in errors.
-func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlitegate.Wait, op string, fn func(context.Context) error) error {
+func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlitegate.Wait, op string, fn func(context.Context) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -164,7 +164,11 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 		if err != nil {
 			return fmt.Errorf("%s: begin: %w", op, locking.Classify(err))
 		}
-		defer end()
+		defer func() {
+			if uerr := end(); uerr != nil && err != nil {
+				err = fmt.Errorf("%w (and the transaction could not be confirmed ended on the server within %v: %w)", err, goneWait, uerr)
+			}
+		}()
 		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
 		st.tx.Statement.ConnPool = tx
 		st.own = tx
@@ -203,13 +207,17 @@ type ownTx struct {
 	// connection is not given back to the pool, where a late cancel
 	// could reach another caller's statement.
 	cancelSent bool
-	// broken: the connection was closed while a statement ran (forced
-	// says why), so its session may outlive it on the server.
-	broken bool
+	// forced says why the connection was closed while a statement ran
+	// on the server (which may then outlive it); nil when it was not.
 	forced error
-	// unconfirmed says why the transaction could not be confirmed ended
-	// on the server; nil when it was, or is not over.
-	unconfirmed error
+}
+
+// wasCancelled reports whether a statement of t was cancelled on the
+// server (see guard).
+func (t *ownTx) wasCancelled() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cancelSent
 }
 
 // GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
@@ -217,13 +225,22 @@ type ownTx struct {
 func (t *ownTx) GetDBConn() (*sql.DB, error) { return t.db, nil }
 
 // beginOwn begins an ownTx on db; end releases its connection once the
-// transaction has been committed or rolled back.
-func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*ownTx, func(), error) {
+// transaction has been committed or rolled back. When the connection was
+// closed while a statement ran on the server (see guard), end then makes
+// sure the session is gone (ensureEnded) and returns why that could not be
+// confirmed, or nil.
+func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*ownTx, func() error, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	canc := newCanceller(ctx, db, conn, d)
+	if err := ctx.Err(); err != nil {
+		// Ended while the session's id was asked (the driver then
+		// closed the connection): nothing was begun.
+		_ = conn.Close()
+		return nil, nil, err
+	}
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var tx *sql.Tx
 	err = bounded(ctx, cancel, 0, func() error {
@@ -234,18 +251,26 @@ func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*own
 	if err != nil {
 		cancel()
 		_ = conn.Close()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		return nil, nil, err
 	}
 	t := &ownTx{Tx: tx, cancel: cancel, db: db, canc: canc}
-	return t, func() {
+	return t, func() error {
 		cancel()
 		t.mu.Lock()
-		discard := t.cancelSent || t.broken
+		forced := t.forced
+		discard := t.cancelSent || forced != nil
 		t.mu.Unlock()
 		if discard {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
 		}
-		_ = conn.Close()
+		_ = conn.Close() // first: a pool of one connection has it back for KILL
+		if forced != nil {
+			return t.ensureEnded(forced)
+		}
+		return nil
 	}, nil
 }
 
@@ -286,50 +311,29 @@ func (t *ownTx) commit(ctx context.Context) error {
 // Rollback implements gorm.TxCommitter: it sends ROLLBACK and waits for
 // the answer, at most rollbackTimeout, whatever the caller's context says.
 //
-// When the ROLLBACK fails (the connection broke, or was closed while a
-// statement ran), the session may still run on the server, holding the
-// transaction's locks: on MySQL and MariaDB it is killed and waited for
-// (ensureEnded). Why the end could not be confirmed is kept in
-// unconfirmed for RunTx's error.
+// A ROLLBACK that fails after a statement was cancelled on the server (a
+// late cancel can reach it) leaves the session to be confirmed ended as
+// a closed connection's is (see end in beginOwn).
 func (t *ownTx) Rollback() error {
 	err := bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
-	t.mu.Lock()
-	broken := t.broken
-	t.mu.Unlock()
-	if (err != nil && !errors.Is(err, sql.ErrTxDone)) || broken {
+	if err != nil && !errors.Is(err, sql.ErrTxDone) {
 		t.mu.Lock()
-		t.broken = true
-		t.mu.Unlock()
-		if gerr := t.ensureEnded(); gerr != nil {
-			t.mu.Lock()
-			t.unconfirmed = gerr
-			t.mu.Unlock()
+		if t.cancelSent && t.forced == nil && t.canc != nil {
+			t.forced = fmt.Errorf("the ROLLBACK after a cancel failed: %w", err)
 		}
+		t.mu.Unlock()
 	}
 	return err
-}
-
-// notConfirmed returns why the transaction could not be confirmed ended on
-// the server, or nil.
-func (t *ownTx) notConfirmed() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.unconfirmed
 }
 
 // runBegun runs fn with the begun transaction st in its context and commits
 // it; when fn returns an error or panics, it rolls back instead. op names
 // the caller in a commit error, which is classified by ClassifyCommit.
-func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Context) error) (err error) {
+func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Context) error) error {
 	committed := false
 	defer func() {
 		if !committed {
 			st.tx.Rollback()
-			if st.own != nil {
-				if uerr := st.own.notConfirmed(); uerr != nil {
-					err = errors.Join(err, fmt.Errorf("%s: the transaction could not be confirmed rolled back on the server within %v: %w", op, cancelWait+goneWait, uerr))
-				}
-			}
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
@@ -380,15 +384,15 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		// changes nothing; its error cannot undo the commit made.
 		if _, err := st.tx.Statement.ConnPool.ExecContext(ctx, "COMMIT"); err != nil {
 			_ = st.tx.Rollback()
-			err = st.commitFailed(ctx, op, err)
-			if st.own != nil {
-				if uerr := st.own.notConfirmed(); uerr != nil {
-					err = fmt.Errorf("%w (and the session could not be confirmed ended on the server within %v: %w)", err, cancelWait+goneWait, uerr)
-				}
-			}
-			return err
+			return st.commitFailed(ctx, op, err)
 		}
 		_ = st.tx.Commit()
+		if st.own != nil && st.own.wasCancelled() {
+			// The COMMIT answered OK after KILL QUERY reached it: a
+			// semi-synchronous wait for a replica ends that way after
+			// the local commit, so the write may not survive a failover.
+			return st.commitFailed(ctx, op, fmt.Errorf("the COMMIT ended as it was cancelled on the server: %w", ctx.Err()))
+		}
 		return nil
 	}
 	if st.own != nil {

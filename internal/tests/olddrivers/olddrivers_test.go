@@ -322,3 +322,50 @@ func TestLeases(t *testing.T) {
 		}
 	})
 }
+
+// RunInTx ends its transaction on the server before it returns when ctx
+// ends while fn's statement sleeps, with the old drivers too (pgx v4's
+// cancel request, KILL QUERY through go-sql-driver/mysql v1.7): right
+// after it returns, another session's FOR UPDATE NOWAIT gets the row.
+func TestRunInTxCancelledMidStatement(t *testing.T) {
+	each(t, func(t *testing.T, db *gorm.DB, accounts *repository.Repository[Account]) {
+		sleep := "SELECT pg_sleep(2)"
+		if db.Dialector.Name() == "mysql" {
+			sleep = "SELECT SLEEP(2)"
+		}
+		acct := &Account{Owner: "cancel", Balance: 1}
+		if err := accounts.Create(context.Background(), acct); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			ctx, cancel := context.WithCancel(context.Background())
+			timer := time.AfterFunc(time.Duration(20+i)*time.Millisecond, cancel)
+			err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+				_, err := accounts.Mutate(ctx, acct.ID, func(a *Account) error { a.Balance++; return nil })
+				if err != nil {
+					return err
+				}
+				return repository.Tx(ctx, db).Exec(sleep).Error
+			})
+			lockErr := db.Transaction(func(tx *gorm.DB) error {
+				var ids []int64
+				return tx.Raw("SELECT id FROM accounts WHERE id = ? FOR UPDATE NOWAIT", acct.ID).Scan(&ids).Error
+			})
+			timer.Stop()
+			cancel()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			if lockErr != nil {
+				t.Fatalf("round %d: the row is still locked after RunInTx returned: %v", i, lockErr)
+			}
+		}
+		got, err := accounts.Get(context.Background(), acct.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Balance != 1 {
+			t.Fatalf("balance %d: a cancelled round was applied", got.Balance)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/tests/testdb"
+	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -170,4 +172,85 @@ func TestPlainGormTransactionLeavesRowsLockedWhenCtxEndsMidStatement(t *testing.
 	t.Logf("plain GORM: the row was still locked after return in %d of %d rounds", held, rounds)
 	assert.Positive(t, held, "the unguarded path must show the row still locked at least once")
 	requireRow(t, db, a.ID, 10, a.Version, "the orphaned transactions rolled back in the end")
+}
+
+// When the statement cannot be cancelled on the server in time — on
+// MySQL and MariaDB KILL QUERY needs a second connection, and a pool of one
+// has none while the transaction holds it — the connection is closed as
+// the driver would, and the session is then killed over the freed
+// connection and awaited until it has left the process list: the row is
+// free when RunInTx returns, and the error does not claim otherwise.
+func TestRunInTxEndsOnTheServerWithAPoolOfOne(t *testing.T) {
+	db := testdb.Open(t, "mariadb")
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1)
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 10)
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(testdb.Ctx(t))
+		timer := time.AfterFunc(50*time.Millisecond, cancel)
+		start := time.Now()
+		err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+			x, err := accounts.Get(ctx, a.ID)
+			if err != nil {
+				return err
+			}
+			x.Balance++
+			if err := accounts.Update(ctx, x); err != nil {
+				return err
+			}
+			return repository.Tx(ctx, db).Exec("SELECT SLEEP(10)").Error
+		})
+		elapsed := time.Since(start)
+		locked := lockedNow(t, db, a.ID)
+		timer.Stop()
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, "round %d", i)
+		require.NotContains(t, err.Error(), "could not be confirmed", "round %d", i)
+		require.False(t, locked, "round %d: the row is free when RunInTx returns (after %v)", i, elapsed)
+		require.Less(t, elapsed, 9*time.Second, "round %d: the sleep was ended on the server", i)
+		t.Logf("round %d: returned after %v: %v", i, elapsed.Round(time.Millisecond), err)
+	}
+	requireRow(t, db, a.ID, 10, a.Version, "every round rolled back")
+}
+
+// A single write outside a transaction whose context ends while it waits
+// for another session's row lock is cancelled on the server: the answer is
+// definite — not applied, matching context.Canceled and not
+// locking.ErrCommitUnknown — and the write does not land later, when the
+// lock is released. (Left to the driver, the connection is closed, the
+// outcome is unknown, and the statement runs on and applies once the lock
+// is free.)
+func TestSingleWriteCancelledWhileWaitingIsDefinite(t *testing.T) {
+	for _, d := range []string{"postgres", "mariadb"} {
+		t.Run(d, func(t *testing.T) {
+			db := testdb.Open(t, d)
+			accounts, _ := repos(t, db)
+			a := newAccount(t, accounts, "ann", 10)
+			for i := range 20 {
+				blocker := db.Begin()
+				require.NoError(t, blocker.Error)
+				t.Cleanup(func() { blocker.Rollback() })
+				var got []int64
+				require.NoError(t, blocker.Raw("SELECT id FROM accounts WHERE id = ? FOR UPDATE", a.ID).Scan(&got).Error)
+
+				x, err := accounts.Get(context.Background(), a.ID)
+				require.NoError(t, err)
+				x.Balance = 99
+				ctx, cancel := context.WithCancel(context.Background())
+				timer := time.AfterFunc(time.Duration(20+i)*time.Millisecond, cancel)
+				err = accounts.Update(ctx, x)
+				timer.Stop()
+				cancel()
+				require.ErrorIs(t, err, context.Canceled, "round %d", i)
+				require.NotErrorIs(t, err, locking.ErrCommitUnknown, "round %d: the outcome is known", i)
+
+				require.NoError(t, blocker.Rollback().Error)
+				// Had the statement run on, it would apply now.
+				time.Sleep(20 * time.Millisecond)
+				requireRow(t, db, a.ID, 10, a.Version, fmt.Sprintf("round %d: not applied, then or later", i))
+			}
+		})
+	}
 }
