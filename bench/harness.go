@@ -272,8 +272,7 @@ type op func(ctx context.Context, id int64) (attempts int, err error)
 // finish.
 func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, error) {
 	owner := fmt.Sprintf("bench-%s-%d-%d-%d", c.Mode, c.Keys, c.Workers, time.Now().UnixNano())
-	first := h.nodes[0]
-	defer first.db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM accounts WHERE owner = ?", owner)
+	defer func() { _ = h.inTx(context.WithoutCancel(ctx), "DELETE FROM accounts WHERE owner = ?", owner) }()
 	ids, err := h.seed(ctx, owner, c.Keys)
 	if err != nil {
 		return Result{}, err
@@ -420,10 +419,13 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 	for i := range rows {
 		rows[i] = fixtures.Account{Owner: owner, Model: models.Model{Versioned: models.Versioned{Version: 1, CreatedAt: now, UpdatedAt: now}}}
 	}
-	db := h.nodes[0].db.WithContext(ctx)
-	if err := db.CreateInBatches(&rows, 500).Error; err != nil {
+	err := repository.RunInTx(ctx, h.nodes[0].db, func(ctx context.Context) error {
+		return h.nodes[0].accounts.DB(ctx).CreateInBatches(&rows, 500).Error
+	})
+	if err != nil {
 		return nil, err
 	}
+	db := h.nodes[0].db.WithContext(ctx)
 	// Read the keys back rather than trust the ones GORM filled in: on
 	// Galera each node hands out every third auto-increment value, which
 	// a batch's LAST_INSERT_ID cannot tell.
@@ -444,6 +446,18 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 		}
 	}
 	return ids, nil
+}
+
+// inTx runs the statement q in a transaction of gormlock's (RunInTx) on the
+// first node: the bench's own writes (seeding, cleanup) wait their turn for
+// SQLite's write lock as gormlock's do, bounded by ctx, rather than in
+// SQLite's busy handler, which serves waiters in no order and on a busy
+// machine can fail one with "database is locked".
+func (h *harness) inTx(ctx context.Context, q string, args ...any) error {
+	n := h.nodes[0]
+	return repository.RunInTx(ctx, n.db, func(ctx context.Context) error {
+		return n.accounts.DB(ctx).Exec(q, args...).Error
+	})
 }
 
 // sum returns the sum of owner's counters. On Galera it reads every node
@@ -491,8 +505,14 @@ WHERE VARIABLE_NAME IN ('WSREP_LOCAL_CERT_FAILURES', 'WSREP_LOCAL_BF_ABORTS')`).
 // again from a fresh read, as gormlock's Mutate does: the version was
 // stale, or the database refused to apply the write (a deadlock; on Galera
 // a certification conflict with another node, 1213; a serialization
-// failure).
-func retryable(err error) bool { return locking.IsRetryable(locking.Classify(err)) }
+// failure). On SQLite also "database is locked": the connection's busy
+// timeout ran out while other writers held the lock, and nothing was
+// written. SQLite's busy handler serves its waiters in no order, so on a
+// busy machine one can lose the lock for that long; the loop then waits its
+// turn again, as gormlock's writers do, instead of failing the run.
+func retryable(err error) bool {
+	return locking.IsRetryable(locking.Classify(err)) || locking.IsSQLiteBusy(err)
+}
 
 // op returns the operation of one worker in mode, writing through n; owner
 // names the cell's records.
