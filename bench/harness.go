@@ -41,6 +41,10 @@ const (
 	ModeOptimisticMulti = "optimistic-multi"
 	ModePessimistic     = "pessimistic" // Repository.MutateRowLocked
 	ModeLease           = "lease"       // Leases.Acquire + Leases.Update
+	// ModeLeaseRow is ModeLease with the leases in the records' own rows
+	// (WithLeasesInRow): one UPDATE to take the lease and read the record,
+	// one to write it and end the lease.
+	ModeLeaseRow = "lease-row"
 	// ModeAdaptive is Mutate as New gives it (adaptive) through a
 	// Repository of each worker's own, as separate processes would run it.
 	ModeAdaptive = "adaptive"
@@ -59,7 +63,7 @@ const (
 
 // AllModes lists the modes that run by default, in the order they are
 // reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease}
+var AllModes = []string{ModeRaw, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
 
 // OptInModes run only when -modes names them.
 var OptInModes = []string{ModeOptimistic, ModeClaim, ModeUnguarded}
@@ -191,6 +195,7 @@ type node struct {
 	// optimistic is the shared Repository with adaptive Mutate off.
 	optimistic *repository.Repository[fixtures.Account]
 	leased     *repository.Repository[fixtures.Account] // lease mode: WithLeases
+	leasedRow  *repository.Repository[fixtures.Account] // lease-row mode: WithLeasesInRow
 }
 
 // harness runs cells against one database, or one Galera cluster.
@@ -233,7 +238,11 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 		if err != nil {
 			return nil, err
 		}
-		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased})
+		leasedRow, err := repository.New[fixtures.Account](g, repository.WithLeasesInRow(), repository.WithRetryPolicy(policy))
+		if err != nil {
+			return nil, err
+		}
+		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased, leasedRow: leasedRow})
 	}
 	return h, nil
 }
@@ -563,7 +572,9 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 			return 1, err
 		}, nil
 	case ModeLease:
-		return h.leaseOp(n), nil
+		return h.leaseOp(n.leased), nil
+	case ModeLeaseRow:
+		return h.leaseOp(n.leasedRow), nil
 	case ModeClaim:
 		return h.claimOp(n, owner), nil
 	case ModeUnguarded:
@@ -577,7 +588,7 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 // to apply (1213 on Galera) left the lease held: the record is read again
 // and written again with the same lease. Any other failed write gives the
 // lease back before starting over.
-func (h *harness) leaseOp(n *node) op {
+func (h *harness) leaseOp(leased *repository.Repository[fixtures.Account]) op {
 	return func(ctx context.Context, id int64) (int, error) {
 		attempts := 0
 		var lease *repository.Lease
@@ -588,34 +599,34 @@ func (h *harness) leaseOp(n *node) op {
 			var a *fixtures.Account
 			var err error
 			if lease == nil {
-				a, lease, err = n.leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
+				a, lease, err = leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
 			} else {
 				// Still ours; the rolled-back write left a's version
 				// changed in memory, so read it again.
-				a, err = n.leased.Get(ctx, id)
+				a, err = leased.Get(ctx, id)
 			}
 			if err != nil {
 				if lease != nil {
-					_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+					_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 					lease = nil
 				}
 				return err
 			}
 			a.Balance++
-			err = n.leased.Leases().Update(ctx, a, lease)
+			err = leased.Leases().Update(ctx, a, lease)
 			switch {
 			case err == nil:
 				lease = nil
 			case errors.Is(err, locking.ErrDeadlock), errors.Is(err, locking.ErrSerialization):
 				// Not applied, and the lease still held: try again with it.
 			default:
-				_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+				_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 				lease = nil
 			}
 			return err
 		})
 		if lease != nil {
-			_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+			_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 		}
 		return attempts, err
 	}

@@ -108,29 +108,37 @@ func TestLostLeaseGrantAfterCrash(t *testing.T) {
 	defer cancel()
 	setup := openCrashDB(t, p.PrimaryDSN())
 	require.NoError(t, fixtures.Migrate(ctx, setup))
+	layouts := map[string]repository.Option{}
+	for _, layout := range leaseLayouts {
+		layouts[layout] = leaseLayout(t, setup, layout)
+	}
 	require.NoError(t, fixtures.Close(setup))
 
-	for round := 1; ; round++ {
-		lost := crashRound(t, ctx, p, round)
-		if lost > 0 || t.Failed() {
-			return
-		}
-		require.Less(t, round, crashRounds, "no grant was lost in %d rounds of kill -9: the test proves nothing", round)
-		t.Logf("round %d lost no grant (the WAL writer woke between the grants and the kill); again", round)
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) {
+			for round := 1; ; round++ {
+				lost := crashRound(t, ctx, p, round, layout, layouts[layout])
+				if lost > 0 || t.Failed() {
+					return
+				}
+				require.Less(t, round, crashRounds, "no grant was lost in %d rounds of kill -9: the test proves nothing", round)
+				t.Logf("round %d lost no grant (the WAL writer woke between the grants and the kill); again", round)
+			}
+		})
 	}
 }
 
 // crashRound grants leases (and the control's counter fence), kills the
 // server, starts it again, checks every guarantee, and returns how many of
 // the round's lease grants the crash lost.
-func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (lost int) {
+func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int, layout string, withLeases repository.Option) (lost int) {
 	t.Helper()
 	const keys = 20
 	before := openCrashDB(t, p.PrimaryDSN())
-	docs := leasedDocs(t, before)
+	docs := leasedDocs(t, before, withLeases)
 	ids := make([]string, keys)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("r%d-doc-%d", round, i)
+		ids[i] = fmt.Sprintf("%s-r%d-doc-%d", layout, round, i)
 		newDoc(t, docs, ids[i])
 	}
 	// Half the records have a lease row already (taken and released, both
@@ -141,7 +149,7 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		require.NoError(t, err)
 		require.NoError(t, docs.Leases().Release(ctx, l))
 	}
-	durable := grantCounter(t, ctx, before, fmt.Sprintf("r%d-durable", round), false)
+	durable := grantCounter(t, ctx, before, fmt.Sprintf("%s-r%d-durable", layout, round), false)
 
 	// The round's grants, none durable, and nothing durable after them.
 	type grant struct {
@@ -154,14 +162,14 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		require.NoError(t, err)
 		grants[i] = grant{d, l}
 	}
-	lostCounter := grantCounter(t, ctx, before, fmt.Sprintf("r%d-lost", round), true)
+	lostCounter := grantCounter(t, ctx, before, fmt.Sprintf("%s-r%d-lost", layout, round), true)
 	require.Equal(t, durable+1, lostCounter)
 	killServer(t, p)
 	require.NoError(t, p.StartPrimary(ctx))
 	require.NoError(t, fixtures.Close(before))
 
 	db := openCrashDB(t, p.PrimaryDSN())
-	docs = leasedDocs(t, db)
+	docs = leasedDocs(t, db, withLeases)
 	var counterLost bool
 	var fence int64
 	require.NoError(t, db.WithContext(ctx).Raw("SELECT fence FROM gormlock_leases WHERE resource = 'control' AND record_key = 'k'").Row().Scan(&fence))
@@ -169,7 +177,7 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		counterLost = true
 		// Negative control: the counter hands the lost grant's fence out
 		// again, to someone else.
-		again := grantCounter(t, ctx, db, fmt.Sprintf("r%d-again", round), false)
+		again := grantCounter(t, ctx, db, fmt.Sprintf("%s-r%d-again", layout, round), false)
 		assert.Equal(t, lostCounter, again, "a counter fence repeats after a lost grant: the control shows the test can see it")
 	} else {
 		require.Equal(t, lostCounter, fence, "the control's fence is the durable one or the lost one")
