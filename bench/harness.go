@@ -13,6 +13,8 @@ import (
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
@@ -51,6 +53,11 @@ const (
 	// ModeAtomic is Repository.Apply with Add: one UPDATE ... SET balance =
 	// balance + 1 that advances the version, no read, no retry.
 	ModeAtomic = "atomic"
+	// ModePgxPool is raw's statements through pgx's own pool (pgxpool,
+	// its defaults: cached prepared statements, at most max(4, CPUs)
+	// connections), on PostgreSQL only: the floor of a program that does
+	// not use database/sql.
+	ModePgxPool = "pgxpool"
 	// ModeClaim is the work-queue read: in a transaction, Claim (FOR UPDATE
 	// SKIP LOCKED) the first record from the chosen one on that no one
 	// else holds, increment it, commit. It runs only when named, and is
@@ -63,7 +70,7 @@ const (
 
 // AllModes lists the modes that run by default, in the order they are
 // reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
+var AllModes = []string{ModeRaw, ModePgxPool, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
 
 // OptInModes run only when -modes names them.
 var OptInModes = []string{ModeOptimistic, ModeClaim, ModeUnguarded}
@@ -196,6 +203,35 @@ type node struct {
 	optimistic *repository.Repository[fixtures.Account]
 	leased     *repository.Repository[fixtures.Account] // lease mode: WithLeases
 	leasedRow  *repository.Repository[fixtures.Account] // lease-row mode: WithLeasesInRow
+	// dsn is the node's DSN; pool its pgxpool, opened by the first
+	// pgxpool worker (PostgreSQL only).
+	dsn    string
+	poolMu sync.Mutex
+	pool   *pgxpool.Pool
+}
+
+// pgxPool returns the node's pgxpool, opening it with the DSN as it is
+// (pgx's defaults) the first time.
+func (n *node) pgxPool(ctx context.Context) (*pgxpool.Pool, error) {
+	n.poolMu.Lock()
+	defer n.poolMu.Unlock()
+	if n.pool == nil {
+		p, err := pgxpool.New(ctx, n.dsn)
+		if err != nil {
+			return nil, err
+		}
+		n.pool = p
+	}
+	return n.pool, nil
+}
+
+// close closes the pgxpools the harness opened.
+func (h *harness) close() {
+	for _, n := range h.nodes {
+		if n.pool != nil {
+			n.pool.Close()
+		}
+	}
 }
 
 // harness runs cells against one database, or one Galera cluster.
@@ -221,7 +257,7 @@ type harness struct {
 // policy.
 func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, error) {
 	h := &harness{sync: t.sync, db: db, dialect: t.nodes[0].Dialector.Name(), policy: policy}
-	for _, g := range t.nodes {
+	for i, g := range t.nodes {
 		sqlDB, err := g.DB()
 		if err != nil {
 			return nil, err
@@ -242,7 +278,11 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 		if err != nil {
 			return nil, err
 		}
-		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased, leasedRow: leasedRow})
+		nd := &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased, leasedRow: leasedRow}
+		if i < len(t.dsns) {
+			nd.dsn = t.dsns[i]
+		}
+		h.nodes = append(h.nodes, nd)
 	}
 	return h, nil
 }
@@ -251,6 +291,9 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 // gormlock itself answers: Claim is refused with locking.ErrNotSupported
 // where SKIP LOCKED cannot share work out (SQLite, Galera).
 func (h *harness) skip(ctx context.Context, mode string) string {
+	if mode == ModePgxPool && h.dialect != "postgres" {
+		return "pgxpool is pgx's pool: PostgreSQL only"
+	}
 	if mode != ModeClaim {
 		return ""
 	}
@@ -547,6 +590,8 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		return h.rawOp(n), nil
 	case ModeGORM:
 		return h.gormOp(n), nil
+	case ModePgxPool:
+		return h.pgxPoolOp(n)
 	case ModeMutate:
 		return mutate(n.accounts.Mutate), nil
 	case ModeOptimistic:
@@ -770,4 +815,33 @@ func (h *harness) gormOp(n *node) op {
 		})
 		return attempts, err
 	}
+}
+
+// pgxPoolOp is rawOp through pgx's own pool, with pgx's defaults, on
+// PostgreSQL.
+func (h *harness) pgxPoolOp(n *node) (op, error) {
+	pool, err := n.pgxPool(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	const sel = "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = $1"
+	const upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), updated_at = $5 WHERE id = $6 AND version = $7 RETURNING version"
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
+			attempts++
+			var a fixtures.Account
+			if err := pool.QueryRow(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
+				return err
+			}
+			a.Balance++
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			err := pool.QueryRow(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version).Scan(&a.Version)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return locking.ErrStaleData
+			}
+			return err
+		})
+		return attempts, err
+	}, nil
 }
