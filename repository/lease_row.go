@@ -397,3 +397,30 @@ func registerTableLeases(sqlDB *sql.DB) {
 	s.leaseTable = true
 	s.mu.Unlock()
 }
+
+// verifyLeaseColumns adds to entity (T's table's problems, or nil) the
+// lease columns the table lacks, for VerifySchema.
+func (r *Repository[T]) verifyLeaseColumns(db *gorm.DB, entity *SchemaError) (*SchemaError, error) {
+	cols, err := describe(db, r.m.table)
+	if err != nil {
+		return entity, locking.Classify(err)
+	}
+	var problems []string
+	for _, c := range dialect.LeaseColumns(r.m.caps.Dialector()) {
+		col, ok := cols[c[0]]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("column %s is missing (WithLeasesInRow: migrations.AddLeaseColumns adds it)", c[0]))
+		case c[0] == dialect.LeaseTokenCol && col.notNull:
+			problems = append(problems, fmt.Sprintf("column %s is NOT NULL; gormlock writes NULL into it", c[0]))
+		}
+	}
+	if len(problems) == 0 {
+		return entity, nil
+	}
+	if entity == nil {
+		entity = &SchemaError{Table: r.m.table}
+	}
+	entity.Problems = append(entity.Problems, problems...)
+	return entity, nil
+}

@@ -48,3 +48,20 @@ func eachLeaseLayout(t *testing.T, fn func(t *testing.T, db *gorm.DB, withLeases
 func leasesInRow(db *gorm.DB) bool {
 	return db.Migrator().HasColumn("documents", "gormlock_lease_token")
 }
+
+// VerifySchema of a repository with leases in the row reports the lease
+// columns the table lacks, and nothing once migrations.AddLeaseColumns
+// added them; it does not need the lease table.
+func TestVerifySchemaChecksTheLeaseColumns(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		accounts, err := repository.New[fixtures.Account](db, repository.WithLeasesInRow())
+		require.NoError(t, err)
+		err = accounts.VerifySchema(ctx)
+		require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+		require.ErrorContains(t, err, "column gormlock_lease_token is missing")
+		require.NoError(t, migrations.AddLeaseColumns(ctx, db, &fixtures.Account{}))
+		require.NoError(t, db.Exec("DROP TABLE gormlock_leases").Error)
+		require.NoError(t, accounts.VerifySchema(ctx))
+	})
+}
