@@ -47,7 +47,7 @@ type rowLeaseSQL struct {
 	// lease columns when the model has no own SELECT); on MySQL it
 	// returns nothing and acquireBack reads the lease by its token.
 	acquire, acquireAsync store.Stmt
-	acquireBack          string
+	acquireBack           string
 	// write is Leases.Update: the record's writable columns and a new
 	// version when the version matches and the caller's lease is held,
 	// ending the lease, in one UPDATE. It returns the new version
