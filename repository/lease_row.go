@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
+	"weak"
 
 	"gorm.io/gorm"
 
@@ -67,8 +69,26 @@ type rowLeaseSQL struct {
 }
 
 // rowLeaseTables lists, per database, the tables whose leases live in the
-// records' rows, for ReleaseOwnerLeases.
-var rowLeaseTables sync.Map // *sql.DB -> *rowLeaseSet
+// records' rows, for ReleaseOwnerLeases. An entry goes away when its
+// *sql.DB is garbage collected.
+var rowLeaseTables sync.Map // weak.Pointer[sql.DB] -> *rowLeaseSet
+
+// rowLeaseSetOf returns sqlDB's entry, creating it when create is set (nil
+// otherwise).
+func rowLeaseSetOf(sqlDB *sql.DB, create bool) *rowLeaseSet {
+	key := weak.Make(sqlDB)
+	if v, ok := rowLeaseTables.Load(key); ok || !create {
+		if !ok {
+			return nil
+		}
+		return v.(*rowLeaseSet)
+	}
+	v, loaded := rowLeaseTables.LoadOrStore(key, &rowLeaseSet{tables: map[string]store.Stmt{}})
+	if !loaded {
+		runtime.AddCleanup(sqlDB, func(k weak.Pointer[sql.DB]) { rowLeaseTables.Delete(k) }, key)
+	}
+	return v.(*rowLeaseSet)
+}
 
 type rowLeaseSet struct {
 	mu     sync.Mutex
@@ -80,8 +100,7 @@ type rowLeaseSet struct {
 // registerRowLeases records that table keeps its leases in its rows on
 // sqlDB.
 func registerRowLeases(sqlDB *sql.DB, table string, releaseOwner store.Stmt) {
-	v, _ := rowLeaseTables.LoadOrStore(sqlDB, &rowLeaseSet{tables: map[string]store.Stmt{}})
-	s := v.(*rowLeaseSet)
+	s := rowLeaseSetOf(sqlDB, true)
 	s.mu.Lock()
 	s.tables[table] = releaseOwner
 	s.mu.Unlock()
@@ -90,11 +109,10 @@ func registerRowLeases(sqlDB *sql.DB, table string, releaseOwner store.Stmt) {
 // rowLeaseReleases returns the releaseOwner statements of sqlDB's tables
 // with leases in their rows.
 func rowLeaseReleases(sqlDB *sql.DB) []store.Stmt {
-	v, ok := rowLeaseTables.Load(sqlDB)
-	if !ok {
+	s := rowLeaseSetOf(sqlDB, false)
+	if s == nil {
 		return nil
 	}
-	s := v.(*rowLeaseSet)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]store.Stmt, 0, len(s.tables))
@@ -378,11 +396,10 @@ func (r *Repository[T]) rowHeldArgs(args []any, l *Lease, id any) []any {
 // this process keeps its leases in the records' rows: then
 // ReleaseOwnerLeases does not look for LeaseTable, which need not exist.
 func rowLeasesOnly(s store.Store) bool {
-	v, ok := rowLeaseTables.Load(s.SQLDB)
-	if !ok {
+	set := rowLeaseSetOf(s.SQLDB, false)
+	if set == nil {
 		return false
 	}
-	set := v.(*rowLeaseSet)
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	return !set.leaseTable
@@ -391,8 +408,7 @@ func rowLeasesOnly(s store.Store) bool {
 // registerTableLeases records that a repository on sqlDB keeps its leases
 // in LeaseTable.
 func registerTableLeases(sqlDB *sql.DB) {
-	v, _ := rowLeaseTables.LoadOrStore(sqlDB, &rowLeaseSet{tables: map[string]store.Stmt{}})
-	s := v.(*rowLeaseSet)
+	s := rowLeaseSetOf(sqlDB, true)
 	s.mu.Lock()
 	s.leaseTable = true
 	s.mu.Unlock()
