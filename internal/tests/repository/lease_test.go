@@ -502,9 +502,13 @@ func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
 			}()
 			// The grant's statement is longer than pg_stat_activity keeps of a
 			// query (1 KB by default): match its beginning.
+			grant := "WITH g AS (INSERT INTO gormlock_leases%"
+			if layout == "row" {
+				grant = `UPDATE "documents" SET "gormlock_lease_owner"%`
+			}
 			require.Eventually(t, func() bool {
 				var n int64
-				require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH g AS (INSERT INTO gormlock_leases%'").Scan(&n).Error)
+				require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ?", grant).Scan(&n).Error)
 				return n > 0
 			}, 10*time.Second, 5*time.Millisecond, "Leases.Acquire waits for the write holding the row")
 			select {
