@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -20,13 +21,32 @@ type sqlStater interface{ SQLState() string }
 
 // pgKinds maps the SQLSTATEs gormlock understands to its sentinels.
 var pgKinds = map[string]error{
-	"23505": ErrAlreadyExists, // unique_violation
 	"55P03": ErrLocked,        // lock_not_available (NOWAIT, lock_timeout)
 	"40P01": ErrDeadlock,      // deadlock_detected
 	"40001": ErrSerialization, // serialization_failure
 	// program_limit_exceeded: a value too large for an index (a very long
 	// key), a statement too complex. Caused by the input, so bad input.
 	"54000": ErrInvalidArgument,
+	// A caller's condition (Find's Where, Apply's If, a GORM scope) that
+	// is not valid SQL for the table: a syntax error, a column that does
+	// not exist or is ambiguous, a function that does not exist, an
+	// operator between types that have none. Bad input: nothing ran.
+	"42601": ErrInvalidArgument, // syntax_error
+	"42703": ErrInvalidArgument, // undefined_column
+	"42702": ErrInvalidArgument, // ambiguous_column
+	"42883": ErrInvalidArgument, // undefined_function (also a missing operator)
+	"42804": ErrInvalidArgument, // datatype_mismatch
+}
+
+// pgConstraintKind is the sentinel of a SQLSTATE of class 23, integrity
+// constraint violation: every one but unique_violation (23505,
+// ErrAlreadyExists) is ErrConstraintViolation — foreign key (23503),
+// CHECK (23514), NOT NULL (23502), exclusion (23P01), restrict (23001).
+func pgConstraintKind(code string) error {
+	if strings.HasPrefix(code, "23") && code != "23505" {
+		return ErrConstraintViolation
+	}
+	return nil
 }
 
 // Classify returns err wrapped in a *DatabaseError when it carries a database
@@ -60,10 +80,35 @@ var pgKinds = map[string]error{
 //	1235          ErrNotSupported     the server does not support it
 //	1406, 1366    ErrInvalidArgument  value too long for its column, incorrect value
 //	                                  (invalid UTF-8); so is every SQLSTATE of class 22
+//	1054, 1052,   ErrInvalidArgument  unknown or ambiguous column, SQL syntax error,
+//	1064, 1149,                       unknown function: a caller's condition that
+//	1305, 1630                        is not valid SQL
+//	1451, 1452,   ErrConstraintViolation  foreign key (a missing parent, a parent
+//	1216, 1217                        still referenced)
+//	4025, 3819    ErrConstraintViolation  CHECK (MariaDB, MySQL)
+//	1048, 1364    ErrConstraintViolation  NOT NULL: a NULL value, or none given for
+//	                                  a column without a default
 //
-// Like their PostgreSQL counterparts, NOT NULL (1048), foreign key (1451,
-// 1452) and CHECK (4025 on MariaDB, 3819 on MySQL) violations pass through
-// unchanged.
+// PostgreSQL's integrity violations (SQLSTATE class 23: 23503 foreign key,
+// 23514 check, 23502 not null, 23P01 exclusion) other than 23505 are
+// ErrConstraintViolation, and so are SQLite's SQLITE_CONSTRAINT_FOREIGNKEY,
+// _CHECK, _NOTNULL and _TRIGGER (a RESTRICT foreign key, a trigger's
+// RAISE); a syntax error, an unknown or ambiguous column, an
+// unknown function and a type mismatch (42601, 42703, 42702, 42883, 42804)
+// are ErrInvalidArgument. SQLite reports a statement that is not valid SQL
+// only as SQLITE_ERROR, the code of every other kind of failure too; there,
+// and only there, the message decides: "no such column", "ambiguous
+// column name", "no such function", "syntax error", "unrecognized token"
+// and "near ..." are ErrInvalidArgument. For a violated constraint the
+// *DatabaseError carries the constraint's and column's names the database
+// gives (see DatabaseError).
+//
+// What Classify leaves unchanged, because gormlock cannot tell what the
+// caller should do about it: a missing table (42P01, MySQL 1146, SQLite
+// "no such table"), a missing privilege, a server out of resources, a
+// broken connection (which the writes report as ErrCommitUnknown when the
+// outcome is unknown), and errors that come from no database (a context's
+// error, a hook's or a callback's own error).
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -78,6 +123,13 @@ func Classify(err error) error {
 		if kind, ok := pgKinds[code]; ok {
 			return &DatabaseError{Kind: kind, Code: code, Err: err}
 		}
+		if kind := pgConstraintKind(code); kind != nil || code == "23505" {
+			if kind == nil {
+				kind = ErrAlreadyExists
+			}
+			constraint, column := pgConstraint(err)
+			return &DatabaseError{Kind: kind, Code: code, Err: err, Constraint: constraint, Column: column}
+		}
 		if strings.HasPrefix(code, "22") {
 			// Class 22, data exception: the value itself is unacceptable
 			// (a NUL byte in text, a number out of range). Bad input.
@@ -87,13 +139,24 @@ func Classify(err error) error {
 	}
 	if my, ok := asMySQLError(err); ok {
 		if kind := my.kind(); kind != nil {
-			return &DatabaseError{Kind: kind, Code: my.code(), Err: err}
+			de := &DatabaseError{Kind: kind, Code: my.code(), Err: err}
+			if kind == ErrConstraintViolation || kind == ErrAlreadyExists {
+				de.Constraint, de.Column = my.constraint()
+			}
+			return de
 		}
 		return err
 	}
 	if ext, ok := sqliteCode(err); ok {
 		if name, kind := sqliteKind(ext); kind != nil {
-			return &DatabaseError{Kind: kind, Code: name, Err: err}
+			de := &DatabaseError{Kind: kind, Code: name, Err: err}
+			if kind == ErrConstraintViolation || kind == ErrAlreadyExists {
+				de.Constraint, de.Column = sqliteConstraintNames(ext, err)
+			}
+			return de
+		}
+		if ext == sqliteError && sqliteBadSQL(err) {
+			return &DatabaseError{Kind: ErrInvalidArgument, Code: "SQLITE_ERROR", Err: err}
 		}
 		return err
 	}
@@ -115,7 +178,7 @@ func IsRetryable(err error) bool {
 }
 
 // Code returns the database code carried by err — a SQLSTATE ("23505"), a
-// SQLite extended result code ("SQLITE_BUSY", or "SQLITE_1299" for one
+// SQLite extended result code ("SQLITE_BUSY", or "SQLITE_1" for one
 // without a name here), or a MySQL/MariaDB error number ("1213") — or ""
 // when err has none. It is meant for logs and metrics.
 func Code(err error) string {
@@ -267,4 +330,36 @@ func Unknown(cause error) error {
 // that ended: context.Canceled or context.DeadlineExceeded.
 func IsContextError(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// pgConstraint returns the constraint and column a PostgreSQL error names:
+// the ConstraintName and ColumnName fields of pgx's *pgconn.PgError (v5,
+// and github.com/jackc/pgconn of pgx v4), or Constraint and Column of
+// lib/pq's *pq.Error, read by name so that no driver is imported.
+func pgConstraint(err error) (constraint, column string) {
+	for _, e := range chain(err) {
+		if _, ok := e.(sqlStater); !ok {
+			continue
+		}
+		v := reflect.ValueOf(e)
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				continue
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			continue
+		}
+		str := func(names ...string) string {
+			for _, n := range names {
+				if f := v.FieldByName(n); f.IsValid() && f.Kind() == reflect.String {
+					return f.String()
+				}
+			}
+			return ""
+		}
+		return str("ConstraintName", "Constraint"), str("ColumnName", "Column")
+	}
+	return "", ""
 }

@@ -25,10 +25,15 @@
 //		fmt.Println(attempts, err) // 3 <nil>
 //	}
 //
-// Every error gormlock returns can be inspected with errors.Is against the
-// sentinels declared here ([ErrStaleData], [ErrNotFound], [ErrAlreadyExists],
-// ...) and with errors.As against the typed errors (*[StaleDataError],
-// *[NotFoundError], *[DatabaseError], *[RetryExhaustedError]). Driver errors are
+// Every error gormlock makes, and every database error it recognises
+// (see [Classify]), matches one of the sentinels declared here
+// ([ErrStaleData], [ErrNotFound], [ErrAlreadyExists],
+// [ErrConstraintViolation], [ErrSchemaMismatch], ...) with errors.Is, and
+// errors.As reaches the typed errors (*[StaleDataError], *[NotFoundError],
+// *[DatabaseError], *[RetryExhaustedError]). What passes through
+// unchanged is what gormlock cannot classify: the caller's own errors
+// (a function's, a hook's), a context's error where nothing was sent,
+// and the database errors Classify lists as such (a missing table, say). Driver errors are
 // always kept as the cause, so errors.As(err, &pgErr) on a
 // *pgconn.PgError, a sqlite3.Error or a *mysql.MySQLError
 // (github.com/go-sql-driver/mysql) keeps working. The table of every

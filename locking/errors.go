@@ -103,8 +103,26 @@ var (
 	// model was refused, and nothing was sent, because no version guarded
 	// it: the strict mode of gormlock's GORM plugin
 	// (repository.StrictGORMWrites) refuses such writes, so that tests find
-	// the call sites that could erase a concurrent change.
+	// the call sites that could erase a concurrent change; its
+	// GuardGORMUpdates refuses an update whose own condition could undo the
+	// guard it adds.
 	ErrUnguardedWrite = errors.New("gormlock: unguarded write")
+
+	// ErrConstraintViolation means a write broke an integrity constraint
+	// other than a unique key (which is ErrAlreadyExists): a foreign key
+	// (a reference to a row that does not exist, or the delete of a row
+	// still referenced), a CHECK constraint, or NOT NULL. The database
+	// refused the statement: nothing of it was applied. The error is a
+	// *DatabaseError whose Constraint (or Column, for NOT NULL) names what
+	// was broken when the database says.
+	ErrConstraintViolation = errors.New("gormlock: constraint violation")
+
+	// ErrSchemaMismatch means a table does not have what gormlock needs:
+	// repository.VerifySchema and VerifyOperationSchema found a column,
+	// key or NOT NULL missing (a *repository.SchemaError lists them), or
+	// migrations.Up found a table of one of its migrations with other
+	// columns.
+	ErrSchemaMismatch = errors.New("gormlock: schema mismatch")
 )
 
 // StaleDataError reports a guarded write that matched no row because the
@@ -123,8 +141,19 @@ func (e *StaleDataError) Error() string {
 	if op == "" {
 		op = "write"
 	}
+	switch {
+	case e.Expected == 0 && e.Actual != 0:
+		return fmt.Sprintf("gormlock: stale data: version missing: %s %s id=%v: the entity carries no version (0), and the record is at version %d; send the version it was read at",
+			op, e.Table, e.ID, e.Actual)
+	}
 	return fmt.Sprintf("gormlock: stale data: %s %s id=%v expected version %d, found %d",
 		op, e.Table, e.ID, e.Expected, e.Actual)
+}
+
+// Is reports whether target is ErrVersionMissing and the write carried no
+// version (Expected 0) against a record at a real one.
+func (e *StaleDataError) Is(target error) bool {
+	return target == ErrVersionMissing && e.Expected == 0 && e.Actual != 0
 }
 
 // Unwrap returns ErrStaleData.
@@ -167,14 +196,32 @@ func (e *RetryExhaustedError) Unwrap() []error { return []error{ErrRetriesExhaus
 // database's own code (a SQLSTATE such as "23505", or a SQLite extended result
 // code such as "SQLITE_CONSTRAINT_PRIMARYKEY"), and Err the driver's error.
 // errors.Is matches Kind; errors.As reaches the driver error.
+//
+// For a violated constraint (ErrAlreadyExists, ErrConstraintViolation),
+// Constraint is its name and Column the column, when the database names
+// them: PostgreSQL names the constraint (and, for NOT NULL, the column);
+// MySQL and MariaDB name a foreign key, a CHECK constraint, a unique key
+// and a NOT NULL column in their messages; SQLite names a CHECK
+// constraint, and the columns of a NOT NULL or unique constraint
+// ("table.column"), but not a foreign key.
 type DatabaseError struct {
-	Kind error
-	Code string
-	Err  error
+	Kind       error
+	Code       string
+	Err        error
+	Constraint string // the violated constraint's name, when known
+	Column     string // the column of a NOT NULL violation, when known
 }
 
 // Error implements error.
 func (e *DatabaseError) Error() string {
+	switch {
+	case e.Constraint != "" && e.Column != "":
+		return fmt.Sprintf("%v (%s, constraint %s, column %s): %v", e.Kind, e.Code, e.Constraint, e.Column, e.Err)
+	case e.Constraint != "":
+		return fmt.Sprintf("%v (%s, constraint %s): %v", e.Kind, e.Code, e.Constraint, e.Err)
+	case e.Column != "":
+		return fmt.Sprintf("%v (%s, column %s): %v", e.Kind, e.Code, e.Column, e.Err)
+	}
 	return fmt.Sprintf("%v (%s): %v", e.Kind, e.Code, e.Err)
 }
 
@@ -254,3 +301,42 @@ func (e *LeaseError) Unwrap() error { return e.Kind }
 // Is makes a lease held by someone else (Kind ErrLeased) match ErrLocked
 // too: the record is locked, by a lease.
 func (e *LeaseError) Is(target error) bool { return target == ErrLocked && e.Kind == ErrLeased }
+
+// ErrVersionMissing means a guarded write carried no version (0) while the
+// record is at a real one: the caller never sent the version it read (a
+// client that does not send one yet, a form built from the request). The
+// error is a *StaleDataError with Expected 0, and matches ErrStaleData
+// too; an HTTP API answers it 428 Precondition Required.
+var ErrVersionMissing = errors.New("gormlock: version missing")
+
+// ErrRecordGone means an operation-keyed call (repository.OpKey) was
+// answered from its key: the operation was applied — by an earlier call
+// with the key, or an earlier attempt of this one — and the record it
+// wrote has been deleted (or soft-deleted) since, so there is no record to
+// return. It is an outcome, not a failure: the write was applied, once. It
+// matches no other sentinel (not ErrNotFound, which would read as "not
+// applied"). A *RecordGoneError says which operation and the version it
+// gave the record.
+var ErrRecordGone = errors.New("gormlock: applied; the record has been deleted since")
+
+// RecordGoneError answers a repeat of an applied operation whose record has
+// been deleted since (see ErrRecordGone). errors.Is(err, ErrRecordGone) is
+// true for it.
+type RecordGoneError struct {
+	Table string // table of the record
+	ID    any    // primary key of the record
+	Key   string // the operation key
+	Kind  string // the kind of write recorded with the key ("update", "mutate", "apply", ...)
+	// Version is the version the operation gave the record; 0 when its
+	// key does not record it (an UpdateMany records its first record's).
+	Version int64
+}
+
+// Error implements error.
+func (e *RecordGoneError) Error() string {
+	return fmt.Sprintf("gormlock: operation %q (%s of %s id=%v) was applied, giving version %d; the record has been deleted since",
+		e.Key, e.Kind, e.Table, e.ID, e.Version)
+}
+
+// Unwrap returns ErrRecordGone.
+func (e *RecordGoneError) Unwrap() error { return ErrRecordGone }

@@ -49,13 +49,37 @@ func ExampleCode() {
 
 	dup := locking.Classify(db.Exec(`INSERT INTO users (email, name) VALUES ('ada@example.com', 'Ada')`).Error)
 	notNull := locking.Classify(db.Exec(`INSERT INTO users (email) VALUES ('bob@example.com')`).Error)
+	noTable := db.Exec(`INSERT INTO nosuch (email) VALUES ('bob@example.com')`).Error // not classified
 	fmt.Printf("%q\n", locking.Code(dup))
-	fmt.Printf("%q\n", locking.Code(notNull)) // SQLITE_CONSTRAINT_NOTNULL, which gormlock does not classify
+	fmt.Printf("%q\n", locking.Code(notNull))
+	fmt.Printf("%q\n", locking.Code(noTable)) // SQLITE_ERROR, which gormlock does not classify
 	fmt.Printf("%q\n", locking.Code(errors.New("not from a database")))
 	// Prints:
 	// "SQLITE_CONSTRAINT_PRIMARYKEY"
-	// "SQLITE_1299"
+	// "SQLITE_CONSTRAINT_NOTNULL"
+	// "SQLITE_1"
 	// ""
+}
+
+// A write that breaks a foreign key, a CHECK or NOT NULL is refused with
+// ErrConstraintViolation, naming what it broke where the database does.
+func ExampleDatabaseError_constraint() {
+	if err := db.Exec(`CREATE TABLE stock (sku TEXT PRIMARY KEY, qty INTEGER NOT NULL CONSTRAINT qty_not_negative CHECK (qty >= 0))`).Error; err != nil {
+		panic(err)
+	}
+	err := locking.Classify(db.Exec(`INSERT INTO stock (sku, qty) VALUES ('lamp', -1)`).Error)
+
+	var de *locking.DatabaseError
+	if errors.Is(err, locking.ErrConstraintViolation) && errors.As(err, &de) {
+		fmt.Println(de.Code, de.Constraint)
+	}
+	err = locking.Classify(db.Exec(`INSERT INTO stock (sku) VALUES ('desk')`).Error)
+	if errors.Is(err, locking.ErrConstraintViolation) && errors.As(err, &de) {
+		fmt.Println(de.Code, de.Column)
+	}
+	// Prints:
+	// SQLITE_CONSTRAINT_CHECK qty_not_negative
+	// SQLITE_CONSTRAINT_NOTNULL stock.qty
 }
 
 // Classify turns a driver error gormlock recognises into a DatabaseError,

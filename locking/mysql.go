@@ -3,6 +3,7 @@ package locking
 import (
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // MySQL and MariaDB error numbers gormlock understands
@@ -26,14 +27,44 @@ const (
 	mysqlConnectionKilled    = 1927 // ER_CONNECTION_KILLED: MariaDB's KILL CONNECTION
 	mysqlTooManyConnections  = 1040 // ER_CON_COUNT_ERROR (08004), answered to a connection attempt
 	mysqlHandshakeError      = 1043 // ER_HANDSHAKE_ERROR (08S01), answered to a connection attempt
+	mysqlBadNull             = 1048 // ER_BAD_NULL_ERROR: NULL for a NOT NULL column
+	mysqlNoDefaultForField   = 1364 // ER_NO_DEFAULT_FOR_FIELD: no value for a NOT NULL column without default
+	mysqlNoReferencedRow     = 1216 // ER_NO_REFERENCED_ROW: foreign key, parent missing (old form)
+	mysqlRowIsReferenced     = 1217 // ER_ROW_IS_REFERENCED: foreign key, parent referenced (old form)
+	mysqlRowIsReferenced2    = 1451 // ER_ROW_IS_REFERENCED_2: delete or update of a referenced parent
+	mysqlNoReferencedRow2    = 1452 // ER_NO_REFERENCED_ROW_2: a child whose parent does not exist
+	mysqlConstraintFailed    = 4025 // ER_CONSTRAINT_FAILED: MariaDB's CHECK
+	mysqlCheckViolated       = 3819 // ER_CHECK_CONSTRAINT_VIOLATED: MySQL 8's CHECK
+	mysqlBadField            = 1054 // ER_BAD_FIELD_ERROR: unknown column
+	mysqlNonUniq             = 1052 // ER_NON_UNIQ_ERROR: ambiguous column
+	mysqlParseError          = 1064 // ER_PARSE_ERROR: SQL syntax error
+	mysqlSyntaxError         = 1149 // ER_SYNTAX_ERROR
+	mysqlSPDoesNotExist      = 1305 // ER_SP_DOES_NOT_EXIST: a function (or procedure) that does not exist
+	mysqlFuncInexistent      = 1630 // ER_FUNC_INEXISTENT_NAME_COLLISION: the same, for "name (" with a space
 )
 
 // mysqlKinds maps the MySQL/MariaDB error numbers gormlock classifies to
-// its sentinels. The numbers that correspond to PostgreSQL conditions
-// Classify leaves alone (NOT NULL 1048, foreign keys 1451/1452/1216/1217,
-// CHECK 4025 on MariaDB and 3819 on MySQL, like 23502, 23503 and 23514)
-// are not listed: they pass through unchanged.
+// its sentinels.
 var mysqlKinds = map[uint16]error{
+	// Integrity constraints other than unique keys, as PostgreSQL's class
+	// 23: the statement was refused, nothing of it applied.
+	mysqlBadNull:           ErrConstraintViolation,
+	mysqlNoDefaultForField: ErrConstraintViolation,
+	mysqlNoReferencedRow:   ErrConstraintViolation,
+	mysqlRowIsReferenced:   ErrConstraintViolation,
+	mysqlRowIsReferenced2:  ErrConstraintViolation,
+	mysqlNoReferencedRow2:  ErrConstraintViolation,
+	mysqlConstraintFailed:  ErrConstraintViolation,
+	mysqlCheckViolated:     ErrConstraintViolation,
+	// A caller's condition that is not valid SQL for the table. 1052
+	// comes with SQLSTATE 23000, as integrity violations do, so numbers
+	// decide, not the SQLSTATE.
+	mysqlBadField:            ErrInvalidArgument,
+	mysqlNonUniq:             ErrInvalidArgument,
+	mysqlParseError:          ErrInvalidArgument,
+	mysqlSyntaxError:         ErrInvalidArgument,
+	mysqlSPDoesNotExist:      ErrInvalidArgument,
+	mysqlFuncInexistent:      ErrInvalidArgument,
 	mysqlDupEntry:            ErrAlreadyExists,
 	mysqlDupEntryWithKeyName: ErrAlreadyExists,
 	// A lock not granted: the wait ran out (innodb_lock_wait_timeout, WAIT
@@ -73,6 +104,45 @@ var mysqlKinds = map[uint16]error{
 type mysqlError struct {
 	number   uint16
 	sqlState string // "" when the server sent none
+	message  string
+}
+
+// constraint returns the constraint and the column a constraint error's
+// message names (the server gives them nowhere else): "CONSTRAINT `fk`"
+// of a foreign key (1451, 1452) or MariaDB's CHECK (4025), "Check
+// constraint 'c'" of MySQL's (3819), "for key 'k'" (MySQL 8:
+// 'table.k') of a duplicate (1062), "Column 'c'" of 1048 and "Field 'c'"
+// of 1364. The messages are English whatever lc_messages says, as the
+// server sends the parts that are names verbatim; a message of another
+// form gives "".
+func (e mysqlError) constraint() (constraint, column string) {
+	switch e.number {
+	case mysqlRowIsReferenced2, mysqlNoReferencedRow2, mysqlConstraintFailed:
+		return between(e.message, "CONSTRAINT `", "`"), ""
+	case mysqlCheckViolated:
+		return between(e.message, "onstraint '", "'"), ""
+	case mysqlDupEntry, mysqlDupEntryWithKeyName:
+		return between(e.message, "for key '", "'"), ""
+	case mysqlBadNull:
+		return "", between(e.message, "Column '", "'")
+	case mysqlNoDefaultForField:
+		return "", between(e.message, "Field '", "'")
+	}
+	return "", ""
+}
+
+// between returns the text of s after the first open up to the next
+// close, or "".
+func between(s, open, close string) string {
+	_, rest, ok := strings.Cut(s, open)
+	if !ok {
+		return ""
+	}
+	name, _, ok := strings.Cut(rest, close)
+	if !ok {
+		return ""
+	}
+	return name
 }
 
 // kind returns the sentinel of a MySQL/MariaDB error, nil for an
@@ -146,6 +216,9 @@ func asMySQLError(err error) (mysqlError, bool) {
 			if b[0] != 0 {
 				out.sqlState = string(b)
 			}
+		}
+		if m := v.FieldByName("Message"); m.IsValid() && m.Kind() == reflect.String {
+			out.message = m.String()
 		}
 		return out, true
 	}

@@ -9,6 +9,7 @@ import (
 // SQLite result codes gormlock understands (https://sqlite.org/rescode.html).
 // An extended code is the primary code in its low byte.
 const (
+	sqliteError                = 1
 	sqliteBusy                 = 5
 	sqliteLocked               = 6
 	sqliteConstraint           = 19
@@ -17,6 +18,10 @@ const (
 	sqliteLockedSharedCache    = sqliteLocked | 1<<8
 	sqliteConstraintPrimaryKey = sqliteConstraint | 6<<8
 	sqliteConstraintUnique     = sqliteConstraint | 8<<8
+	sqliteConstraintCheck      = sqliteConstraint | 1<<8
+	sqliteConstraintForeignKey = sqliteConstraint | 3<<8
+	sqliteConstraintNotNull    = sqliteConstraint | 5<<8
+	sqliteConstraintTrigger    = sqliteConstraint | 7<<8
 )
 
 // sqliteKind maps a SQLite extended result code to gormlock's sentinel and
@@ -27,6 +32,17 @@ func sqliteKind(ext int) (string, error) {
 		return "SQLITE_CONSTRAINT_PRIMARYKEY", ErrAlreadyExists
 	case sqliteConstraintUnique:
 		return "SQLITE_CONSTRAINT_UNIQUE", ErrAlreadyExists
+	case sqliteConstraintForeignKey:
+		// Only with PRAGMA foreign_keys=ON, which opendb/sqlite sets.
+		return "SQLITE_CONSTRAINT_FOREIGNKEY", ErrConstraintViolation
+	case sqliteConstraintCheck:
+		return "SQLITE_CONSTRAINT_CHECK", ErrConstraintViolation
+	case sqliteConstraintNotNull:
+		return "SQLITE_CONSTRAINT_NOTNULL", ErrConstraintViolation
+	case sqliteConstraintTrigger:
+		// A trigger's RAISE(ABORT, ...), and a foreign key's ON DELETE
+		// (or ON UPDATE) RESTRICT, which SQLite enforces with a trigger.
+		return "SQLITE_CONSTRAINT_TRIGGER", ErrConstraintViolation
 	case sqliteBusySnapshot:
 		// A deferred transaction whose read snapshot went stale before it
 		// wrote: only re-running the whole transaction can succeed, as
@@ -64,6 +80,23 @@ func IsSQLiteBusy(err error) bool {
 // recognised by their package path rather than imported, so gormlock
 // builds without cgo.
 func sqliteCode(err error) (int, bool) {
+	code, e := sqliteFind(err)
+	return code, e != nil
+}
+
+// sqliteMessage returns the message of the SQLite driver error err
+// carries, without what wraps it.
+func sqliteMessage(err error) string {
+	if _, e := sqliteFind(err); e != nil {
+		return e.Error()
+	}
+	return ""
+}
+
+// sqliteFind returns the SQLite extended result code of the first SQLite
+// driver error in err's chain (see sqliteCode), and that error; nil when
+// there is none.
+func sqliteFind(err error) (int, error) {
 	for _, e := range chain(err) {
 		v := reflect.ValueOf(e)
 		t := v.Type()
@@ -82,15 +115,15 @@ func sqliteCode(err error) (int, bool) {
 						ext = int(c.Int())
 					}
 				}
-				return ext, true
+				return ext, e
 			}
 		case strings.HasPrefix(pkg, "modernc.org/sqlite"), pkg == "github.com/glebarez/go-sqlite":
 			if c, ok := e.(interface{ Code() int }); ok {
-				return c.Code(), true
+				return c.Code(), e
 			}
 		}
 	}
-	return 0, false
+	return 0, nil
 }
 
 // chain lists err and every error it wraps, depth first, as errors.As
@@ -114,4 +147,52 @@ func chain(err error) []error {
 	}
 	walk(err)
 	return out
+}
+
+// sqliteConstraintNames returns the constraint and column SQLite's message for
+// a constraint error names: "CHECK constraint failed: name" (the
+// constraint's name, or its expression when it has none), "NOT NULL
+// constraint failed: table.column", "UNIQUE constraint failed:
+// table.column, ..." (the columns, as Constraint). A foreign key's message
+// names nothing.
+func sqliteConstraintNames(ext int, err error) (constraint, column string) {
+	msg := sqliteMessage(err)
+	_, detail, ok := strings.Cut(msg, " constraint failed: ")
+	if !ok {
+		return "", ""
+	}
+	// modernc.org/sqlite ends its message with the code: " (1299)".
+	if i := strings.LastIndex(detail, " ("); i > 0 && strings.HasSuffix(detail, ")") {
+		detail = detail[:i]
+	}
+	if ext == sqliteConstraintNotNull {
+		return "", detail
+	}
+	return detail, ""
+}
+
+// sqliteBadSQLMarks are the messages of SQLITE_ERROR (which SQLite
+// returns for many kinds of failure, with no extended code to tell them
+// apart) that mean the statement is not valid SQL for the schema.
+var sqliteBadSQLMarks = []string{
+	"no such column",
+	"ambiguous column name",
+	"no such function",
+	"wrong number of arguments to function",
+	"syntax error",
+	"unrecognized token",
+	"incomplete input",
+}
+
+// sqliteBadSQL reports whether err, of code SQLITE_ERROR, says that the
+// statement is not valid SQL: the one place gormlock reads a message to
+// classify, because SQLite gives no code for it.
+func sqliteBadSQL(err error) bool {
+	msg := sqliteMessage(err)
+	for _, m := range sqliteBadSQLMarks {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,6 @@
 package migrations
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,11 +9,6 @@ import (
 
 	"github.com/gormlock/gormlock/locking"
 )
-
-// ErrTableExists means that a table one of gormlock's migrations creates
-// exists already with other columns than the migration creates, so Up can
-// neither create it nor take it as created. Drop or rename that table.
-var ErrTableExists = errors.New("migrations: table exists with other columns")
 
 // table is a table a migration creates, with its columns.
 type table struct {
@@ -33,7 +27,7 @@ var created = map[int64]table{
 // adoptable reports whether the table migration version creates exists
 // already with the migration's columns, so that Up records the migration
 // instead of running it. A table of that name with other columns is an
-// error matching ErrTableExists, naming the differences.
+// error matching locking.ErrSchemaMismatch, naming the differences.
 func (r *runner) adoptable(tx *gorm.DB, version int64) (bool, error) {
 	t, ok := created[version]
 	if !ok {
@@ -52,8 +46,8 @@ func (r *runner) adoptable(tx *gorm.DB, version int64) (bool, error) {
 		have = append(have, c.Name())
 	}
 	if problems := compareColumns(t.columns, have); len(problems) > 0 {
-		return false, fmt.Errorf("%w: table %s exists and is not the one migration %d creates: %s; drop or rename it",
-			ErrTableExists, t.name, version, strings.Join(problems, "; "))
+		return false, fmt.Errorf("migrations: %w: table %s exists and is not the one migration %d creates: %s; drop or rename it",
+			locking.ErrSchemaMismatch, t.name, version, strings.Join(problems, "; "))
 	}
 	return true, nil
 }

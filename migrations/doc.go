@@ -91,7 +91,7 @@
 // table it creates exists with exactly the columns it creates, Up records
 // the migration as applied instead of running it, and runs the pending
 // migrations whose tables are missing. A table of that name with other
-// columns stops Up with an error matching [ErrTableExists], naming the table
+// columns stops Up with an error matching [locking.ErrSchemaMismatch], naming the table
 // and its differences, before any of gormlock's tables is created.
 //
 // # A version trigger for writers outside gormlock
@@ -107,6 +107,20 @@
 // and Mutate reads again and re-runs. [DropVersionTrigger] removes the
 // trigger, and [VersionTrigger] gives its SQL for an application's own
 // migration tool.
+//
+// An INSERT is the same danger in another form: one that leaves the
+// version to the column's default (or writes a counter's 1) gives every
+// incarnation of a key the same first version, so a copy of a deleted
+// record passes the guard of the record created again under its key and
+// overwrites it. A second trigger, on INSERT, gives such a row a first
+// version from the database's clock instead; it takes any version below
+// 10^15 (no clock reading in microseconds is) for a default, and keeps a
+// larger one, which is a clock reading the writer took (gormlock's Create
+// and its GORM plugin's). On SQLite, whose clock has milliseconds only, a
+// third trigger, on DELETE, notes the largest version a deleted row of the
+// table had, and an INSERT's version is raised above it: a key deleted and
+// inserted again within one millisecond still starts above every version
+// its earlier row had ([VersionTrigger] has the details).
 //
 // The trigger is optional. An application whose every write goes through
 // gormlock's repository, or through GORM with gormlock's GORM plugin, has no
@@ -126,8 +140,16 @@
 // matches, also when the UPDATE changes nothing, so such an UPDATE makes
 // copies of the row stale too.
 //
-// What it does not see: writes that are not UPDATEs (REPLACE, DELETE and
-// INSERT again, TRUNCATE), MySQL's and MariaDB's foreign-key cascades, which
+// The INSERT trigger costs a comparison per row inserted (a WHEN clause on
+// PostgreSQL and SQLite, an IF on MySQL and MariaDB), and its body runs
+// only for a row without a version of its own; on SQLite an INSERT also
+// reads the floor, and a DELETE writes it.
+//
+// What it does not see: an INSERT (or REPLACE) that writes an old clock
+// reading as the version (a row copied back with its version), on
+// PostgreSQL and MySQL the first version given within the same
+// microsecond as a deleted row's last one, MySQL's and MariaDB's
+// foreign-key cascades, which
 // fire no trigger, and PostgreSQL sessions with session_replication_role set
 // to replica (logical replication's apply workers, some bulk loaders), which
 // fire no ordinary trigger. On SQLite an UPDATE ... RETURNING version returns

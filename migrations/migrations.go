@@ -39,7 +39,7 @@ func FS(dialect string) (fs.FS, error) {
 // than gormlock's. A migration whose table exists already with the columns
 // it creates is recorded as applied instead (see "Tables that exist
 // already" in the package documentation); one whose table exists with
-// other columns is an error matching ErrTableExists, returned before any of
+// other columns is an error matching locking.ErrSchemaMismatch, returned before any of
 // gormlock's tables is created.
 //
 // Each migration runs in a transaction with its row in VersionTable on

@@ -209,7 +209,7 @@ func (r *runner) repeat(ctx context.Context, op string, step func(tx *gorm.DB) (
 		case err == nil:
 			tries = 0
 			continue
-		case errors.Is(err, ErrTableExists):
+		case errors.Is(err, locking.ErrSchemaMismatch):
 			return err // its text starts with "migrations:" already
 		}
 		err = locking.Classify(err)

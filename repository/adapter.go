@@ -70,9 +70,9 @@ func (a *Adapter[T]) SetIdentity(e *T, id any, version int64) error {
 }
 
 // CopyWritable copies into dst every column Update writes (all but the
-// primary key, the version and the timestamps) from src: the "replace" of a
-// PUT, applied to the record as loaded so its key, version and creation time
-// stay its own.
+// primary key, the version, the timestamps and the fields tagged
+// gormlock:"unversioned") from src: the "replace" of a PUT, applied to the
+// record as loaded so its key, version and creation time stay its own.
 func (a *Adapter[T]) CopyWritable(dst, src *T) error {
 	r := a.r
 	if dst == nil || src == nil {
@@ -87,4 +87,34 @@ func (a *Adapter[T]) CopyWritable(dst, src *T) error {
 		}
 	}
 	return nil
+}
+
+// Differing returns the names of the fields Update writes whose values
+// differ between a and b, in the model's order: what a stale write's
+// caller changed or missed (see StaleError).
+func (a *Adapter[T]) Differing(x, y *T) []string {
+	if x == nil || y == nil {
+		return nil
+	}
+	return a.r.differing(context.Background(), reflectElem(x), reflectElem(y))
+}
+
+// ChangedUnversioned returns the names of the fields tagged
+// gormlock:"unversioned" whose values differ between x and y, in the
+// model's order: an HTTP adapter refuses a PATCH that changes one, which a
+// guarded write would not write.
+func (a *Adapter[T]) ChangedUnversioned(x, y *T) []string {
+	if x == nil || y == nil {
+		return nil
+	}
+	ctx := context.Background()
+	var out []string
+	for _, f := range a.r.m.unversioned {
+		v, _ := f.ValueOf(ctx, reflectElem(x))
+		w, _ := f.ValueOf(ctx, reflectElem(y))
+		if !sameValue(v, w) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }

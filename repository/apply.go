@@ -74,7 +74,9 @@ func If(cond string, args ...any) ApplyOption {
 // there is no read-modify-write to lose, so nothing is retried, and the
 // row is held only for the statement — where Mutate and MutateRowLocked hold
 // it from their read to their commit. The version advances like any write,
-// so readers holding the old one get ErrStaleData on their next write.
+// so readers holding the old one get ErrStaleData on their next write —
+// unless every change is of a field tagged gormlock:"unversioned" (see
+// UnversionedTag): then the version and the update time stay as they are.
 //
 // PostgreSQL and SQLite return the row with RETURNING, in the same
 // statement; MySQL and MariaDB have no UPDATE ... RETURNING, so there
@@ -216,11 +218,14 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
 	var args []any
 	seen := map[string]bool{}
+	versioned := false // a change of a field the version covers
 	for _, c := range changes {
 		f := m.schema.LookUpField(c.field)
-		settable := false
+		settable := m.isUnversionedField(f)
 		for _, s := range m.setCols {
-			settable = settable || s == f
+			if s == f {
+				settable, versioned = true, true
+			}
 		}
 		switch {
 		case f == nil:
@@ -231,6 +236,9 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 			return store.Stmt{}, nil, locking.Invalid("%s: Apply: %s changed twice", m.table, f.Name)
 		}
 		seen[f.DBName] = true
+		if len(seen) > 1 {
+			w.str(", ")
+		}
 		w.quote(f.DBName).str(" = ")
 		switch {
 		case c.add:
@@ -247,25 +255,33 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 			w.str("(").expr(c.sql).str(")")
 		}
 		args = append(args, c.args...)
-		w.str(", ")
 	}
 	// The version: the next one after the record's own (a legacy record's
 	// NULL counts as 0), from the database's clock where the dialect has
-	// one, else from this process's.
+	// one, else from this process's. Changes of unversioned fields alone
+	// leave it, and the update time, as they are (see UnversionedTag);
+	// MySQL still reads it back, as the check that the row read after the
+	// UPDATE is the one it wrote (applyMySQL).
 	var col strings.Builder
 	r.st.Gorm.Dialector.QuoteTo(&col, m.version.DBName)
-	w.str(col.String()).str(" = ")
-	next := "COALESCE(" + col.String() + ", 0) + 1"
-	if expr := m.caps.NextVersion; expr != "" {
-		before, after, _ := strings.Cut(expr, "?")
-		w.str(before + next + after)
-	} else {
-		w.str("MAX(" + next + ", ").param().str(")")
-		args = append(args, clockArg{})
-	}
-	if m.updatedAt != nil {
-		w.str(", ").eq(m.updatedAt.DBName)
-		args = append(args, timeValue(m.updatedAt, r.now(ctx)))
+	switch {
+	case !versioned && m.caps.VersionBack == dialect.LastInsertID:
+		w.str(", ").str(col.String()).str(" = LAST_INSERT_ID(COALESCE(" + col.String() + ", 0))")
+	case !versioned:
+	default:
+		w.str(", ").str(col.String()).str(" = ")
+		next := "COALESCE(" + col.String() + ", 0) + 1"
+		if expr := m.caps.NextVersion; expr != "" {
+			before, after, _ := strings.Cut(expr, "?")
+			w.str(before + next + after)
+		} else {
+			w.str("MAX(" + next + ", ").param().str(")")
+			args = append(args, clockArg{})
+		}
+		if m.updatedAt != nil {
+			w.str(", ").eq(m.updatedAt.DBName)
+			args = append(args, timeValue(m.updatedAt, r.now(ctx)))
+		}
 	}
 	w.str(" WHERE ").keyEq(m).live(m, liveRows)
 	if m.leases != nil {

@@ -35,6 +35,8 @@ func (r *Repository[T]) columnSet(names []string, method string) (*columnSet, er
 		switch {
 		case f == nil:
 			return nil, locking.Invalid("%s: %s: Columns: no field or column %q", r.m.table, method, name)
+		case r.m.isUnversionedField(f):
+			return nil, locking.Invalid("%s: %s: Columns: %s is tagged gormlock:\"unversioned\": a guarded write never writes it from the entity (a stale copy would put back the value it read); change it with Apply, or with Mutate, which guards it by the value it read", r.m.table, method, f.Name)
 		case !slices.Contains(r.m.setCols, f):
 			return nil, locking.Invalid("%s: %s: Columns: %s is not a field Update writes (the key, the version, a creation, update or deletion time, or a read-only field)", r.m.table, method, f.Name)
 		case slices.Contains(fields, f):

@@ -174,18 +174,28 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 
 // repeated answers a repeat of an applied operation prior: it stores in
 // the entity the record as it is now — what the first call wrote, and any
-// later writes — or, when the record is gone since, the key and the version
-// the first call gave it.
+// later writes. A record deleted since gives a *locking.RecordGoneError
+// (see recordNow), except for a repeated delete, whose outcome that is: a
+// soft delete's entity then holds the record as it is now, deleted, or,
+// once it is gone for good, the key and the version the delete gave it.
 func (r *Repository[T]) repeated(ctx context.Context, rv reflect.Value, prior *Operation) error {
 	id, err := r.parseID(prior.RecordKey)
 	if err != nil {
 		return err
 	}
+	if prior.Kind != writeKinds[kindSoftDelete].opKind {
+		now, err := r.recordNow(ctx, prior, id)
+		if err != nil {
+			return err
+		}
+		rv.Set(reflect.ValueOf(now).Elem())
+		return nil
+	}
 	if now, err := r.Get(ctx, id, IncludeDeleted()); err == nil {
 		rv.Set(reflect.ValueOf(now).Elem())
 		return nil
 	} else if !errors.Is(err, locking.ErrNotFound) {
-		return fmt.Errorf("operation %q was applied; reading the record: %w", prior.Key, err)
+		return locking.Unknown(fmt.Errorf("operation %q was applied; reading the record: %w", prior.Key, err))
 	}
 	if err := r.m.setKey(ctx, rv, id); err != nil {
 		return err

@@ -250,7 +250,7 @@ func ExampleRepository_VerifySchema() {
 	err := notes.VerifySchema(ctx)
 	var se *repository.SchemaError
 	if errors.As(err, &se) {
-		fmt.Println(se.Table, errors.Is(err, repository.ErrSchemaMismatch))
+		fmt.Println(se.Table, errors.Is(err, locking.ErrSchemaMismatch))
 		for _, p := range se.Problems {
 			fmt.Println("-", p)
 		}

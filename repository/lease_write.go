@@ -112,5 +112,5 @@ func (r *Repository[T]) leaseWriteMissed(ctx context.Context, held string, l *Le
 	case err != nil:
 		return fmt.Errorf("%s: Leases.Update id=%v: %w", r.m.table, id, locking.Classify(err))
 	}
-	return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false)
+	return r.checkAffected(ctx, 0, id, expected, "update", liveRows, false, reflect.Value{})
 }

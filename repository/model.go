@@ -20,6 +20,32 @@ import (
 //	Rev int64 `gormlock:"version"`
 const VersionTag = "version"
 
+// UnversionedTag marks a field that changes outside the record's version,
+// a hot counter beside fields a form edits (stock beside name and price, a
+// view count, a last-seen time):
+//
+//	Stock int64 `gormlock:"unversioned"`
+//
+// Changing it does not advance the version, so it never makes another
+// writer's copy stale, and a guarded write of the other fields never writes
+// it from the entity, so a stale copy never puts back the value it read:
+//
+//   - Apply that changes only unversioned fields leaves the version (and the
+//     update time) alone; one that changes any other field advances it.
+//   - Update, UpdateMany, the update half of Upsert and Columns never write
+//     it; after the write the entity holds the row's current value of it.
+//     Columns naming it is refused (locking.ErrInvalidArgument).
+//   - Mutate and MutateRowLocked write a change fn made to it guarded by the
+//     value fn read (WHERE ... AND stock = <read>): a concurrent Apply in
+//     between makes the attempt stale, and it is retried from a fresh read,
+//     so nothing is lost.
+//   - Create writes it.
+//
+// New refuses the tag, with an error matching locking.ErrInvalidArgument
+// naming the field, on a key field, the version, a creation, update or
+// deletion time, or a field Update may not write.
+const UnversionedTag = "unversioned"
+
 // meta is everything about T that the hot path needs, computed once by New:
 // the model's facts, and the statements compiled from them.
 type meta struct {
@@ -43,7 +69,10 @@ type model struct {
 	// where it is set.
 	deletedAt *schema.Field
 	setCols   []*schema.Field
-	caps      dialect.Caps
+	// unversioned are the updatable fields tagged gormlock:"unversioned"
+	// (see UnversionedTag), not in setCols.
+	unversioned []*schema.Field
+	caps        dialect.Caps
 	// hooks are the GORM hooks the model has that gormlock's own
 	// statements must run (GORM runs the create and find hooks itself).
 	hooks hooks
@@ -133,9 +162,29 @@ func buildMeta[T any](db *gorm.DB, caps dialect.Caps) (*meta, error) {
 			m.updatedAt = f
 			continue
 		}
-		if f.Updatable {
+		if f.Updatable && !isUnversioned(f) {
 			m.setCols = append(m.setCols, f)
 		}
+	}
+	for _, f := range cols {
+		if !isUnversioned(f) {
+			continue
+		}
+		var why string
+		switch {
+		case f.PrimaryKey:
+			why = "part of the primary key"
+		case f == m.version:
+			why = "the version"
+		case f == m.createdAt || f == m.updatedAt || f == m.deletedAt:
+			why = "a creation, update or deletion time, which gormlock manages"
+		case !f.Updatable:
+			why = "a field Update may not write"
+		}
+		if why != "" {
+			return nil, locking.Invalid("repository: %v.%s is tagged gormlock:%q, but it is %s; the tag marks a field that changes outside the version (a counter)", typ, f.Name, UnversionedTag, why)
+		}
+		m.unversioned = append(m.unversioned, f)
 	}
 
 	return m, nil
@@ -290,4 +339,21 @@ func versionField(s *schema.Schema) (*schema.Field, error) {
 		return nil, locking.Invalid("repository: %v.%s must be readable and writable (no \"<-\"/\"->\"/\"-\" permission tags)", typ, ver.Name)
 	}
 	return ver, nil
+}
+
+// isUnversioned reports a field tagged gormlock:"unversioned".
+func isUnversioned(f *schema.Field) bool {
+	tag, ok := f.Tag.Lookup("gormlock")
+	return ok && tag == UnversionedTag
+}
+
+// isUnversionedField reports whether f is one of the model's unversioned
+// fields.
+func (m *model) isUnversionedField(f *schema.Field) bool {
+	for _, u := range m.unversioned {
+		if u == f {
+			return true
+		}
+	}
+	return false
 }

@@ -4,20 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
+	"reflect"
 	"time"
 
+	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
-// abortError marks an error returned by the caller's function, so that it is
-// never mistaken for a conflict and retried.
-type abortError struct{ err error }
+// The Mutate family's path, top-down: Mutate, Upsert and MutateRowLocked
+// each make a mutateCall and run it (do). do takes the record's turn in
+// this process and runs the attempts under the retry policy (run). An
+// attempt (attempt) is optimistic, or locked in a transaction of its own;
+// either way, with an operation key it runs as an operation (withOpKey),
+// and it is one readModifyWrite: read, change (the caller's fn), write.
+// What an attempt's failure means — retry, escalate to a locked attempt, or
+// give up — is decided in run alone; settle ends the call.
 
-func (e *abortError) Error() string { return e.err.Error() }
-func (e *abortError) Unwrap() error { return e.err }
+// mutateCall is one Mutate, Upsert or MutateRowLocked call: what it was
+// asked, and what it has done so far.
+type mutateCall[T any] struct {
+	r      *Repository[T]
+	id     any
+	key    string    // the record's name in the turns and the heat map
+	create func() *T // Upsert: builds a missing record; nil: it must exist
+	fn     func(*T) error
+	op     string // the call's name: OpMutate, OpUpsert or OpMutateRowLocked
+	kind   string // its kind in the operation table: "mutate" or "upsert"
+	cfg    mutateConfig
+	// lc is a locked attempt's lock: the caller's options for
+	// MutateRowLocked, FOR NO KEY UPDATE for adaptive Mutate and Upsert.
+	lc lockConfig
+	// pessimistic: every attempt is locked (MutateRowLocked); otherwise
+	// attempts are optimistic unless adaptive Mutate escalates them.
+	pessimistic bool
+	rep         MutateReport
+	kc          keyedCall
+	lockBegin   time.Time // when the running locked attempt began
+	out         *T        // the record as written, once an attempt succeeded
+	call        Call      // what the Observer was told of the call
+}
 
 // Mutate is the optimistic read-modify-write of record id: it reads the
 // record, calls fn to change it in memory, and writes it with Update. When the
@@ -37,7 +63,10 @@ func (e *abortError) Unwrap() error { return e.err }
 // run out, the error is a *locking.RetryExhaustedError that still matches
 // locking.ErrStaleData and says how many attempts ran. ctx governs reads,
 // writes and waits: cancelling it stops Mutate at once. On success Mutate
-// returns the entity as written, at its new version.
+// returns the entity as written, at its new version. A change fn makes to
+// a field tagged gormlock:"unversioned" is written guarded by the value fn
+// read, and one of such fields only leaves the version as it is (see
+// UnversionedTag).
 //
 // Outside a transaction, concurrent Mutate and Upsert calls on the same
 // record through the same Repository take turns in this process instead of
@@ -56,7 +85,7 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 	if fn == nil {
 		return nil, locking.Invalid("%s: Mutate: fn is nil", r.m.table)
 	}
-	return r.upsert(ctx, id, nil, fn, "mutate", opts)
+	return r.optimisticCall(ctx, id, nil, fn, OpMutate, opts)
 }
 
 // Upsert is "add or update": it loads record id, or when it does not
@@ -83,21 +112,67 @@ func (r *Repository[T]) Mutate(ctx context.Context, id any, fn func(*T) error, o
 // With OpKey (for Mutate too), each attempt writes and records the key in
 // one transaction, so the call applies at most once however often it is
 // repeated: a repeat of an applied call returns the record as it is now
-// (the first call's write, and any later ones) and writes nothing — mutate
+// (the first call's write, and any later ones; one deleted since gives a
+// *locking.RecordGoneError, see OpKey) and writes nothing — mutate
 // may still run on a fresh read (the key is checked in the write's
 // transaction), but what it changes is discarded, so keep side effects out
 // of it — and an attempt whose outcome was unknown
 // (locking.ErrCommitUnknown) is retried — safely, since the key tells. Without
 // a key an unknown outcome is returned, never retried.
 func (r *Repository[T]) Upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, opts ...MutateOption) (*T, error) {
-	return r.upsert(ctx, id, create, mutate, "upsert", opts)
-}
-
-// upsert is Upsert and Mutate; kind names the call for operation keys.
-func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mutate func(*T) error, kind string, opts []MutateOption) (*T, error) {
 	if mutate == nil {
 		return nil, locking.Invalid("%s: Upsert: mutate is nil", r.m.table)
 	}
+	return r.optimisticCall(ctx, id, create, mutate, OpUpsert, opts)
+}
+
+// MutateRowLocked is the pessimistic counterpart of Mutate: in one transaction
+// it locks record id (LockRow), calls fn to change it in memory, writes it
+// with Update (so its version still advances and optimistic readers see the
+// change, unless fn changed only fields tagged gormlock:"unversioned") and
+// commits. No other writer can change the record between the
+// read and the write, so it never fails with stale data; concurrent callers
+// on the same record queue up on the lock instead of retrying.
+//
+// Lock options go with the other options: NoWait() fails at once with
+// locking.ErrLocked when another transaction holds the lock, LockTimeout(d)
+// gives up with locking.ErrLockTimeout; ForShare is refused (a shared lock would deadlock on the write). A deadlock or
+// serialization failure the database reports anyway is retried from a fresh
+// transaction under the retry policy (Retry, or the repository's); lock
+// contention errors (ErrLocked, ErrLockTimeout) are returned, not retried.
+//
+// When ctx already carries a transaction, MutateRowLocked runs in it, takes the
+// lock until that transaction ends, and does not retry (a deadlock aborts the
+// caller's whole transaction: retry it around RunInTx, e.g. with
+// locking.OnError and locking.IsRetryable).
+//
+// fn follows Mutate's rules: it must change neither the key nor the version,
+// and its error is returned unwrapped, with nothing written.
+func (r *Repository[T]) MutateRowLocked(ctx context.Context, id any, fn func(*T) error, opts ...LockedMutateOption) (*T, error) {
+	if fn == nil {
+		return nil, locking.Invalid("%s: MutateRowLocked: fn is nil", r.m.table)
+	}
+	id, err := r.m.normalizeID(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.lockedMutateConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := r.lockConfig(cfg.lock)
+	if err != nil {
+		return nil, err
+	}
+	if lc.shared {
+		return nil, locking.Invalid("%s: MutateRowLocked: ForShare cannot be used to write; MutateRowLocked takes an exclusive lock", r.m.table)
+	}
+	c := &mutateCall[T]{r: r, id: id, fn: fn, op: OpMutateRowLocked, kind: OpMutate, cfg: cfg, lc: lc, pessimistic: true}
+	return c.do(ctx)
+}
+
+// optimisticCall makes and runs a Mutate (create nil) or Upsert call.
+func (r *Repository[T]) optimisticCall(ctx context.Context, id any, create func() *T, fn func(*T) error, op string, opts []MutateOption) (*T, error) {
 	id, err := r.m.normalizeID(id)
 	if err != nil {
 		return nil, err
@@ -109,206 +184,275 @@ func (r *Repository[T]) upsert(ctx context.Context, id any, create func() *T, mu
 	if len(cfg.lock) > 0 {
 		return nil, locking.Invalid("%s: lock options apply to MutateRowLocked; Mutate and Upsert take no locks", r.m.table)
 	}
-	ctx, call := r.startCall(ctx, kind, id)
-	c := &upsertCall[T]{r: r, id: id, key: keyString(id), create: create, mutate: mutate, kind: kind, cfg: cfg,
-		rep: MutateReport{Table: r.m.table, ID: id, Op: kind}, call: call}
+	c := &mutateCall[T]{r: r, id: id, create: create, fn: fn, op: op, kind: op, cfg: cfg, lc: lockConfig{noKey: true}}
+	return c.do(ctx)
+}
+
+// do runs the call: outside a transaction, Mutate and Upsert first take
+// the record's turn in this process (see turns) — not inside one, since a
+// transaction that already holds row locks must not also wait on an
+// in-process queue — then the attempts, then settle.
+func (c *mutateCall[T]) do(ctx context.Context) (*T, error) {
+	r := c.r
+	c.key = keyString(c.id)
+	c.rep = MutateReport{Table: r.m.table, ID: c.id, Op: c.op}
+	ctx, c.call = r.startCall(ctx, c.op, c.id)
 	_, inTx := r.st.Conn(ctx)
-	if !inTx {
-		// Callers in this process take turns on the record instead of
-		// racing (see turns). Not inside a transaction: one that already
-		// holds row locks must not also wait on an in-process queue.
+	if !inTx && !c.pessimistic {
 		tu, err := r.turns.take(ctx, c.key)
 		if err != nil {
-			r.finish(ctx, call, cfg, &c.rep, err)
+			r.finish(ctx, c.call, c.cfg, &c.rep, err)
 			return nil, err
 		}
 		defer r.turns.give(tu)
 	}
-	err = c.run(ctx, inTx)
-	return r.settle(ctx, call, cfg, &c.rep, &c.kc, c.out, err)
+	return c.settle(ctx, c.run(ctx, inTx))
 }
 
-// conflictError marks a lost race other than a stale update (another caller
-// created the record first, or deleted it) as worth another attempt. It is
-// stale data too: someone else wrote first. It matches locking.ErrStaleData
-// and the original error.
-type conflictError struct{ err error }
-
-func (e *conflictError) Error() string {
-	return "gormlock: stale data: lost a race with another writer: " + e.err.Error()
-}
-func (e *conflictError) Unwrap() []error { return []error{locking.ErrStaleData, e.err} }
-
-// retriable returns which errors an attempt of a call with cfg may be
-// re-run after: those retry says, and with an operation key an unknown
-// outcome too, while ctx lasts — the key makes the repeat safe.
-func (r *Repository[T]) retriable(ctx context.Context, cfg mutateConfig, retry func(error) bool) func(error) bool {
-	if cfg.op == nil {
-		return retry
-	}
-	return func(err error) bool {
-		if _, ok := err.(*abortError); ok {
-			return false
+// run runs the attempts until one succeeds, fails for good or the retry
+// policy gives up, and decides after each failed one whether to retry and
+// how: a lost race (stale data) is retried; outside a transaction so is a
+// deadlock or a serialization failure the database broke by aborting the
+// attempt; with an operation key, an unknown outcome too (the key tells,
+// see retriable). Adaptive Mutate escalates: after a lost race, and for a
+// record that proved hot from the start, attempts hold the row lock.
+// MutateRowLocked's attempts are all locked; inside the caller's
+// transaction it makes one attempt (a deadlock aborted the caller's
+// transaction: nothing to retry in it).
+func (c *mutateCall[T]) run(ctx context.Context, inTx bool) error {
+	r := c.r
+	if c.pessimistic {
+		if inTx {
+			c.rep.Attempts, c.rep.Locked = 1, 1
+			err := c.attempt(ctx, true, true)
+			r.attempted(ctx, c.call, 1, true, err)
+			return err
 		}
-		return retry(err) || (errors.Is(err, locking.ErrCommitUnknown) && ctx.Err() == nil)
+		defer func() { c.rep.Locked = c.rep.Attempts }()
+		return locking.OnError(ctx, c.cfg.retry, r.retriable(ctx, c.cfg, isLockRetryable), func(ctx context.Context) error {
+			c.rep.Attempts++
+			err := c.kc.attempted(c.cfg.op != nil, c.attempt(ctx, true, false))
+			r.attempted(ctx, c.call, c.rep.Attempts, true, err)
+			return err
+		})
 	}
-}
-
-// keyedCall is the state of one call with an operation key across its
-// attempts.
-type keyedCall struct {
-	// uncertain: an earlier attempt's outcome is unknown (it may have
-	// been applied), so no later failure may be reported as "not
-	// applied" before the key has been asked about.
-	uncertain bool
-}
-
-// attempted notes the outcome of a keyed attempt run in a transaction of
-// its own: an unknown COMMIT makes the call uncertain. It returns err.
-func (kc *keyedCall) attempted(keyed bool, err error) error {
-	if keyed && errors.Is(err, locking.ErrCommitUnknown) {
-		kc.uncertain = true
+	retry := isConflict
+	if !inTx {
+		retry = func(err error) bool { return isConflictOrAborted(err) || isLockReleased(err) }
+	}
+	adaptive := r.heat != nil && !inTx
+	locked := adaptive && r.heat.hot(c.key, time.Now)
+	c.rep.Hot = locked
+	err := locking.OnError(ctx, c.cfg.retry, r.retriable(ctx, c.cfg, retry), func(ctx context.Context) error {
+		c.rep.Attempts++
+		if locked {
+			c.rep.Locked++
+			err := c.kc.attempted(c.cfg.op != nil, c.attempt(ctx, true, false))
+			r.attempted(ctx, c.call, c.rep.Attempts, true, err)
+			if isLockReleased(err) {
+				// fn held the row lock too long: it may be waiting for
+				// it itself. The rest of the call is optimistic.
+				locked, adaptive, c.rep.Released = false, false, true
+				return locking.RetryNow(err)
+			}
+			return err
+		}
+		err := c.attempt(ctx, false, inTx)
+		r.attempted(ctx, c.call, c.rep.Attempts, false, err)
+		if adaptive && isConflictOrAborted(err) {
+			// Lost a race with another writer of the record: it is
+			// hot, and the next attempt queues on its lock, at once.
+			r.heat.warm(c.key, time.Now())
+			locked, c.rep.Escalated = true, true
+			return locking.RetryNow(err)
+		}
+		return err
+	})
+	if err != nil && c.rep.Released && !isLockReleased(err) {
+		var ae *abortError
+		if !errors.As(err, &ae) {
+			err = &releasedError{err: err, table: r.m.table, id: c.id}
+		}
 	}
 	return err
 }
 
-// settle ends a call of the Mutate family with err, the retry loop's
-// outcome: a failure after an attempt whose outcome was unknown is unknown
-// too (the key was not asked about since, say because ctx ended); the
-// caller's fn error comes back as fn returned it; the report goes to
-// Report, the hook and the Observer.
-func (r *Repository[T]) settle(ctx context.Context, call Call, cfg mutateConfig, rep *MutateReport, kc *keyedCall, out *T, err error) (*T, error) {
-	if kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
+// attempt is one attempt: a readModifyWrite, as an operation when the call
+// has a key. A locked attempt runs in a transaction of its own (inTx: in
+// the caller's, which MutateRowLocked was given), whose read locks the row.
+func (c *mutateCall[T]) attempt(ctx context.Context, locked, inTx bool) error {
+	keyed := func(ctx context.Context) error {
+		return c.r.withOpKey(ctx, c.cfg.op, &c.kc, c.kind, c.id, func(ctx context.Context) error {
+			return c.readModifyWrite(ctx, locked)
+		}, &c.out)
+	}
+	if !locked || inTx {
+		return keyed(ctx)
+	}
+	c.lockBegin = time.Now()
+	return c.r.lockedTx(ctx, c.lc, keyed)
+}
+
+// readModifyWrite reads the record (locked: locking its row, in the
+// transaction of ctx), lets the caller's function change it, and writes it.
+func (c *mutateCall[T]) readModifyWrite(ctx context.Context, locked bool) error {
+	e, created, err := c.read(ctx, locked)
+	if err != nil {
+		return err
+	}
+	read := c.r.readValues(ctx, reflect.ValueOf(e).Elem())
+	if err := c.change(ctx, e, locked); err != nil {
+		return err
+	}
+	if err := c.write(ctx, e, created, read); err != nil {
+		return err
+	}
+	c.out = e
+	return nil
+}
+
+// read loads the record, or builds it with create when it does not exist
+// (created is then true). A locked read of adaptive Mutate that took longer
+// than an uncontended one waited for another writer: the record is still
+// hot.
+func (c *mutateCall[T]) read(ctx context.Context, locked bool) (e *T, created bool, err error) {
+	r := c.r
+	switch {
+	case locked:
+		e, err = r.lockRow(ctx, c.id, c.lc)
+		if !c.pessimistic && r.heat.noteLock(time.Since(c.lockBegin)) {
+			c.rep.Waited = true
+			r.heat.warm(c.key, time.Now())
+		}
+	case r.heat != nil && r.heat.lockNS.Load() == 0:
+		// No uncontended lock measured yet: the read's time is the
+		// estimate (see heat.noteLock).
+		begin := time.Now()
+		e, err = r.Get(ctx, c.id)
+		if err == nil {
+			average(&r.heat.readNS, time.Since(begin))
+		}
+	default:
+		e, err = r.Get(ctx, c.id)
+	}
+	switch {
+	case err == nil:
+		return e, false, nil
+	case errors.Is(err, locking.ErrNotFound) && c.create != nil:
+	default:
+		return nil, false, err
+	}
+	e = c.create()
+	if e == nil {
+		return nil, false, locking.Invalid("%s: Upsert id=%v: create returned nil", r.m.table, c.id)
+	}
+	if err := r.m.setKey(ctx, reflect.ValueOf(e).Elem(), c.id); err != nil {
+		return nil, false, fmt.Errorf("%s: Upsert id=%v: set key: %w", r.m.table, c.id, err)
+	}
+	return e, true, nil
+}
+
+// change calls the caller's fn on e, marking its error as an abort and
+// refusing a change of the key or the version. In adaptive Mutate's locked
+// attempt fn runs for at most lockedFnLimit: longer, and the transaction is
+// rolled back, which releases the lock (fn may be waiting for it through
+// another connection).
+func (c *mutateCall[T]) change(ctx context.Context, e *T, locked bool) error {
+	r := c.r
+	if !locked || c.pessimistic {
+		return r.applyFn(ctx, e, c.id, c.fn)
+	}
+	release := store.ReleaseAfter(ctx, lockedFnLimit)
+	err := r.applyFn(ctx, e, c.id, c.fn)
+	if release() {
+		return &lockReleasedError{table: r.m.table, id: c.id}
+	}
+	return err
+}
+
+// write stores e with one guarded statement: Create for a record read
+// built, Update for one it loaded — with the unversioned fields fn changed
+// (read holds the values before fn), guarded by the values read, so that a
+// change an Apply made since is never overwritten (a miss is stale data,
+// retried); when fn changed unversioned fields only, the version stays as
+// it is (writeUnversioned), as Apply's does. A lost race (another caller created id first, or deleted the
+// record meanwhile, while Upsert may create it) is a *conflictError, worth
+// another attempt.
+func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool, read []any) error {
+	r := c.r
+	if !created {
+		var wc writeConfig
+		if read != nil {
+			wc.guard = r.changedUnversioned(ctx, reflect.ValueOf(e).Elem(), read)
+		}
+		var err error
+		if wc.guard != nil && wc.guard.only && !r.m.hooks.update() {
+			err = r.writeUnversioned(ctx, e, wc.guard) // the version stays
+		} else {
+			err = r.guardedWrite(ctx, e, kindUpdate, wc)
+		}
+		if errors.Is(err, locking.ErrNotFound) && c.create != nil {
+			return &conflictError{err} // deleted meanwhile: start over and create
+		}
+		return err
+	}
+	err := r.createInSavepoint(ctx, e)
+	if !errors.Is(err, locking.ErrAlreadyExists) {
+		return err
+	}
+	// Lost the race to create id, or violated another unique index? Only
+	// the first is worth another attempt.
+	_, exists, deleted, xerr := r.currentVersion(ctx, c.id)
+	switch {
+	case xerr != nil:
+		return errors.Join(err, xerr)
+	case deleted:
+		// Not a race: a soft-deleted record holds the key.
+		return &softDeletedError{table: r.m.table, id: c.id, err: err}
+	case exists:
+		return &conflictError{err}
+	}
+	return err
+}
+
+// settle ends the call with err, the attempts' outcome: a failure after an
+// attempt whose outcome was unknown is unknown too (the key was not asked
+// about since, say because ctx ended); the caller's fn error comes back as
+// fn returned it; the report goes to Report, the hook and the Observer.
+func (c *mutateCall[T]) settle(ctx context.Context, err error) (*T, error) {
+	if c.kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
 		err = locking.Unknown(err)
 	}
 	if ae, ok := err.(*abortError); ok {
 		err = ae.err
 	}
-	r.finish(ctx, call, cfg, rep, err)
+	c.r.finish(ctx, c.call, c.cfg, &c.rep, err)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return c.out, nil
 }
 
-// withOpKey runs attempt, which writes record id and stores it in *out;
-// with an operation key, as an operation (runOp), and a repeat of an applied
-// operation stores the record as it is now in *out instead. After an
-// attempt whose outcome was unknown, the next one first asks whether the
-// operation was applied (lookupOperation, which waits for a transaction
-// still holding the key): if it was, the call's answer is the record; if
-// asking fails, the outcome stays unknown (locking.ErrCommitUnknown) — a
-// failure to reach the database now says nothing about the earlier attempt.
-func (r *Repository[T]) withOpKey(ctx context.Context, k *OperationKey, kc *keyedCall, kind string, id any, attempt func(context.Context) error, out **T) error {
-	if k == nil {
-		return attempt(ctx)
+// applyFn calls the caller's fn on e, marking its error as an abort and
+// refusing a change of the key or version.
+func (r *Repository[T]) applyFn(ctx context.Context, e *T, id any, fn func(*T) error) error {
+	rv := reflect.ValueOf(e).Elem()
+	key, _ := r.idOf(ctx, rv)
+	version := r.versionOf(ctx, rv)
+	if err := fn(e); err != nil {
+		return &abortError{err}
 	}
-	read := func(prior *Operation) error {
-		e, err := r.Get(ctx, id)
-		if err != nil {
-			// Applied, but the record cannot be shown: never an error
-			// that reads as "not applied" (a deleted record's
-			// ErrNotFound, say). LookupOperation tells the caller.
-			return locking.Unknown(fmt.Errorf("%s: operation %q was applied (version %d), but reading the record now failed: %w", r.m.table, k.key, prior.Version, err))
-		}
-		*out = e
-		return nil
+	if k, _ := r.idOf(ctx, rv); !reflect.DeepEqual(k, key) || r.versionOf(ctx, rv) != version {
+		return &abortError{locking.Invalid("%s: id=%v: the function changed the primary key or the version; it may change only other fields", r.m.table, id)}
 	}
-	if kc.uncertain {
-		prior, err := r.settleKey(ctx, k.key)
-		if err != nil {
-			return locking.Unknown(fmt.Errorf("%s: an earlier attempt's outcome is unknown, and asking whether operation %q was applied failed: %w", r.m.table, k.key, err))
-		}
-		if prior != nil {
-			if prior.Table != r.m.table || prior.Kind != kind || prior.Fingerprint != k.fingerprint || prior.RecordKey != keyString(id) {
-				return fmt.Errorf("%w: %w: operation key %q was used for %s of %s id=%s; a key names one operation",
-					locking.ErrInvalidArgument, locking.ErrOperationKeyReused, k.key, prior.Kind, prior.Table, prior.RecordKey)
-			}
-			kc.uncertain = false
-			if *out != nil && r.versionOf(ctx, reflectElem(*out)) == prior.Version {
-				// The attempt whose outcome was unknown applied: its
-				// entity is the call's answer, as it wrote it, not
-				// whatever another writer made of the record since.
-				return nil
-			}
-			return read(prior)
-		}
-		kc.uncertain = false // not applied, and now never will be
-	}
-	prior, err := r.runOp(ctx, *k, kind, keyString(id), func(ctx context.Context) (string, int64, error) {
-		if err := attempt(ctx); err != nil {
-			return "", 0, err
-		}
-		return keyString(id), r.versionOf(ctx, reflectElem(*out)), nil
-	})
-	if errors.Is(err, locking.ErrCommitUnknown) {
-		kc.uncertain = true
-	}
-	if err != nil || prior == nil {
-		return err
-	}
-	return read(prior)
+	return nil
 }
 
-// settleWait bounds how long a keyed call keeps asking whether an attempt
-// whose outcome was unknown was applied, when its context has no deadline.
-const settleWait = 30 * time.Second
-
-// settleKey asks whether the operation with key was applied, and while
-// asking fails — the server or the pooler in front of it unreachable for a
-// while, as in a failover or a restart — asks again after a jittered
-// backoff, until ctx ends (or settleWait passes, for a context without a
-// deadline). Each failed question would otherwise use up one of the call's
-// attempts, and a call would end "unknown" after a second-long outage
-// while its context had seconds left.
-func (r *Repository[T]) settleKey(ctx context.Context, key string) (*Operation, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, settleWait)
-		defer cancel()
-	}
-	policy := locking.RetryPolicy{MaxAttempts: math.MaxInt32, BaseDelay: r.retry.BaseDelay, MaxDelay: r.retry.MaxDelay}
-	var prior *Operation
-	err := locking.OnError(ctx, policy, unreachable, func(ctx context.Context) error {
-		var err error
-		prior, err = r.ops().lookupOperation(ctx, key)
-		return err
-	})
-	var exhausted *locking.RetryExhaustedError
-	if errors.As(err, &exhausted) {
-		err = exhausted.Last
-	}
-	return prior, err
+// lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
+// LockTimeout bound the wait for the write lock at BEGIN.
+func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
+	return r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{NoWait: lc.nowait, Limit: lc.timeout}, r.m.table+": MutateRowLocked", fn)
 }
-
-// unreachable reports an error that says the database could not be asked —
-// a connection refused, reset or lost, a server shutting down or
-// restarting, a pooler that cannot log in to it — rather than an answer
-// from it: asking again later may succeed.
-func unreachable(err error) bool {
-	if locking.IsContextError(err) || errors.Is(err, locking.ErrInvalidArgument) {
-		return false
-	}
-	code := locking.Code(err)
-	return code == "" || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") ||
-		code == "53300" || code == "1040" || code == "1053"
-}
-
-// isConflict reports whether an attempt lost a race and may be re-run. An
-// error from the caller's function is never retried, whatever it wraps.
-func isConflict(err error) bool {
-	if _, ok := err.(*abortError); ok {
-		return false
-	}
-	return errors.Is(err, locking.ErrStaleData)
-}
-
-// isConflictOrAborted is isConflict, and also a deadlock or serialization
-// failure the database broke by aborting the attempt (MySQL's 1213; on a
-// Galera cluster, also a conflict with a write on another node): not
-// applied, and worth another attempt from a fresh read — outside a
-// transaction only, since inside one it aborted the caller's transaction.
-func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetryable(err) }
 
 // createInSavepoint creates e; inside a transaction it does so in a savepoint
 // so a duplicate key does not abort the caller's transaction (PostgreSQL).

@@ -59,6 +59,14 @@ type OperationKey struct {
 // fingerprint. Reusing it for another write is an error matching
 // locking.ErrOperationKeyReused (and locking.ErrInvalidArgument) that names
 // the first.
+//
+// A call repeated with the key of an applied one writes nothing and answers
+// at once from the key: applied, with the record as it is now. When the
+// record has been deleted (or soft-deleted) since, there is none to show:
+// the call returns a *locking.RecordGoneError (matching
+// locking.ErrRecordGone, and no other sentinel), which says the operation
+// was applied and the version it gave the record. A repeated Delete
+// returns nil: the record being gone is its outcome.
 func OpKey(key string) OperationKey { return OperationKey{key: key} }
 
 // WithFingerprint returns k with a fingerprint: text that identifies the

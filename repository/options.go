@@ -44,6 +44,9 @@ type writeConfig struct {
 	permanently bool     // Delete of a soft-delete model: DELETE, not deleted_at
 	skipAssoc   bool     // Update: write the row even with association fields set
 	columns     []string // Update: write only these fields (Columns), as given
+	// guard: Mutate's write of unversioned fields fn changed, guarded by
+	// the values it read (see valueGuard).
+	guard *valueGuard
 }
 
 // updateFunc is an UpdateOption made of a function.

@@ -40,12 +40,19 @@ import (
 //     Where matches: the statement also sets the version to
 //     max(previous version + 1, now in microseconds), per row, in the same
 //     UPDATE. Any assignment to the version column the call makes is
-//     dropped: the version is gormlock's.
+//     dropped: the version is gormlock's. An update that changes only
+//     fields tagged gormlock:"unversioned" (UnversionedTag), and the update
+//     time GORM adds, leaves the version as it is.
 //   - Save of an existing record (GORM's update of every column): the same;
 //     the version the entity holds in memory is not written back.
-//   - Create of a record whose version is 0 gives it a first version, a
-//     clock reading as Repository.Create's (a version it already holds is
-//     kept). A Create that updates on conflict (clause.OnConflict with
+//   - Create (of a struct, a slice, a map or a []map; CreateInBatches,
+//     FirstOrCreate and the insert of Save included) gives every record a
+//     first version never used before: the larger of one above the version
+//     it holds and the clock reading Repository.Create takes, so that a record
+//     created again after a delete, even from a copy of the deleted one,
+//     is never at a version a copy of the earlier one holds. The version
+//     column is written also when Select leaves it out or Omit names it.
+//     A Create that updates on conflict (clause.OnConflict with
 //     DoUpdates or UpdateAll, and so Save of a slice, and the insert Save
 //     falls back to when its update matched no row) advances the version
 //     of the rows it updates, and the entities' versions in memory.
@@ -65,7 +72,8 @@ import (
 //
 // Raw SQL (db.Exec, db.Raw) never reaches GORM's create, update and delete
 // callbacks, and other services do not run this process's callbacks: for
-// those, a per-table trigger in the database advances the version (package
+// those, per-table triggers in the database advance the version, and give
+// an INSERT that leaves it to its default a first version (package
 // migrations). gormlock's own statements are not touched, and registering
 // the plugin leaves them on their direct path (see WithCallbacks).
 //
@@ -111,6 +119,13 @@ func (f pluginFunc) applyPlugin(c *pluginConfig) error { return f(c) }
 // it again. A record at its version that other conditions of the call
 // left out is GORM's usual outcome: no error, RowsAffected 0.
 //
+// The guard is joined by AND to the call's own conditions, which are put in
+// parentheses as a whole: an OR among them cannot reach past it. A
+// condition that could (an unbalanced parenthesis, a comment: the WHERE
+// with the guard is not a guard as StrictGORMWrites decides) is refused
+// with an error matching locking.ErrUnguardedWrite, and nothing is
+// written.
+//
 // Updates whose model holds no version (db.Model(&Token{}).Where(...)), a
 // slice, or a record without its key, are not guarded: they still advance
 // the version.
@@ -126,6 +141,19 @@ func GuardGORMUpdates() PluginOption {
 // GuardGORMUpdates nor given a condition on the version column itself
 // (Where("version = ?", v)). It is meant for tests and development, to
 // find the call sites that can erase a concurrent change.
+//
+// It decides from the structure of the WHERE that GORM builds (whatever
+// the conditions were given as: text with values, named arguments, a map,
+// a struct, clause expressions), not from its words: a guard is an
+// equality between the model's version column (unquoted or quoted, or
+// qualified by the statement's table) and one value, joined by AND at the
+// top level of the condition. An OR or XOR (MySQL's || too) at the top
+// level, a NOT, any other comparison, a subquery, another table's column
+// or a column whose name merely holds the version's, the name in a string
+// literal or a comment, do not guard. When in doubt (a line comment, an
+// unterminated literal, a semicolon, text the databases read differently)
+// it reports: a false report costs a log line, a missed one a lost update.
+// The error or warning says why the condition does not guard.
 //
 // With refuse true such a write is refused before anything runs (hooks
 // included): the *gorm.DB's error matches locking.ErrUnguardedWrite, and

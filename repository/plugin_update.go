@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/sqlguard"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -50,6 +51,9 @@ type updateState struct {
 	set      clause.Clause
 	hadSet   bool
 	expr     versionExpr // the version's new value, in the SET clause
+	// kept: the statement changes only fields tagged gormlock:"unversioned"
+	// (and the update time): the version is left as it is.
+	kept bool
 }
 
 // updateGuard runs first among the update callbacks: it adds the version
@@ -68,8 +72,24 @@ func (w *pluginWrites) updateGuard(db *gorm.DB) {
 	if w.cfg.guard && !w.guard(db, st) {
 		return
 	}
-	if w.cfg.strict != nil && !st.guarded && !hasVersionCondition(stmt, ver) && !w.unguarded(db, "update") {
-		return
+	// A guarded statement without conditions of its own has the plugin's
+	// guard alone: nothing to check.
+	check := w.cfg.strict != nil && !st.guarded || st.guarded && hasConditions(st.where)
+	if check {
+		if ok, why := whereGuards(stmt, ver); !ok {
+			if st.guarded {
+				// The caller's condition can undo the guard the plugin
+				// added (an unbalanced parenthesis, a comment): refused,
+				// strict mode or not.
+				st.restoreWhere(stmt)
+				db.AddError(fmt.Errorf("%w: update of %s at %s: GuardGORMUpdates cannot guard it: its condition, with the guard, is not a version guard (%s); nothing was written",
+					locking.ErrUnguardedWrite, stmt.Table, pluginCaller(), why))
+				return
+			}
+			if !w.unguarded(db, "update", why) {
+				return
+			}
+		}
 	}
 	stmt.Settings.Store(updateKey{}, st)
 }
@@ -113,9 +133,10 @@ func (w *pluginWrites) guard(db *gorm.DB, st *updateState) bool {
 
 	c, had := stmt.Clauses["WHERE"]
 	st.where, st.hadWhere = c, had
-	if where, ok := c.Expression.(clause.Where); ok && hasOr(where.Exprs) {
-		// a OR b AND version = ? would guard b only: (a OR b) AND version = ?
-		c.Expression = clause.Where{Exprs: []clause.Expression{clause.AndConditions(where)}}
+	if where, ok := c.Expression.(clause.Where); ok && len(where.Exprs) > 0 {
+		// a OR b AND version = ? would guard b only, and GORM puts an
+		// OR in parentheses only when it sees one: (a OR b) AND version = ?
+		c.Expression = clause.Where{Exprs: []clause.Expression{grouped(where.Exprs)}}
 		stmt.Clauses["WHERE"] = c
 	}
 	stmt.AddClause(clause.Where{Exprs: []clause.Expression{
@@ -127,7 +148,9 @@ func (w *pluginWrites) guard(db *gorm.DB, st *updateState) bool {
 // updateSet runs right before GORM's update: it builds the SET clause as
 // GORM would (callbacks.ConvertToAssignments; GORM's update callback uses
 // a SET clause that is there already), without any assignment to the
-// version, and with version = GREATEST(COALESCE(version, 0) + 1, ?).
+// version, and with version = GREATEST(COALESCE(version, 0) + 1, ?) —
+// unless the statement changes only fields tagged gormlock:"unversioned"
+// (and the update time): then the version is left as it is.
 func (w *pluginWrites) updateSet(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error != nil || stmt.SQL.Len() > 0 {
@@ -167,10 +190,27 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 		out = set[:0] // GORM's own slice, built for this statement
 		c = clause.Clause{Name: "SET"}
 	}
+	unversioned, versioned := false, false
 	for _, a := range set {
-		if !isVersionColumn(a.Column.Name, st.version) {
-			out = append(out, a)
+		if isVersionColumn(a.Column.Name, st.version) {
+			continue
 		}
+		out = append(out, a)
+		switch f := stmt.Schema.LookUpField(a.Column.Name); {
+		case f != nil && isUnversioned(f):
+			unversioned = true
+		case f != nil && f.AutoUpdateTime != 0:
+		default:
+			versioned = true
+		}
+	}
+	if unversioned && !versioned {
+		// A change of fields outside the version (UnversionedTag) only:
+		// the version stays, as for Apply.
+		c.Expression = out
+		stmt.Clauses["SET"] = c
+		st.setAdded, st.kept = true, true
+		return
 	}
 	floor := st.next
 	if !st.guarded {
@@ -217,7 +257,7 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 			if err := w.stale(db, st); err != nil {
 				db.AddError(err)
 			}
-		} else if st.record.IsValid() {
+		} else if st.record.IsValid() && !st.kept {
 			if err := st.version.Set(stmt.Context, st.record, st.next); err != nil {
 				db.AddError(err)
 			}
@@ -231,12 +271,34 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 		}
 	}
 	if st.guarded {
-		if st.hadWhere {
-			stmt.Clauses["WHERE"] = st.where
-		} else {
-			delete(stmt.Clauses, "WHERE")
-		}
+		st.restoreWhere(stmt)
 	}
+}
+
+// hasConditions reports whether c, a WHERE clause, has conditions.
+func hasConditions(c clause.Clause) bool {
+	where, ok := c.Expression.(clause.Where)
+	return ok && len(where.Exprs) > 0 || !ok && c.Expression != nil
+}
+
+// restoreWhere puts back the WHERE clause the statement had before the
+// guard was added.
+func (st *updateState) restoreWhere(stmt *gorm.Statement) {
+	if st.hadWhere {
+		stmt.Clauses["WHERE"] = st.where
+	} else {
+		delete(stmt.Clauses, "WHERE")
+	}
+}
+
+// grouped is a WHERE's conditions in parentheses, whatever they hold.
+type grouped []clause.Expression
+
+// Build implements clause.Expression.
+func (g grouped) Build(b clause.Builder) {
+	b.WriteByte('(')
+	clause.Where{Exprs: g}.Build(b)
+	b.WriteByte(')')
 }
 
 func updateStateOf(stmt *gorm.Statement) *updateState {
@@ -309,81 +371,73 @@ func (w *pluginWrites) deleteCheck(db *gorm.DB) {
 		return
 	}
 	ver := w.versionOf(stmt.Schema)
-	if ver == nil || hasVersionCondition(stmt, ver) {
+	if ver == nil {
 		return
 	}
-	w.unguarded(db, "delete")
+	if ok, why := whereGuards(stmt, ver); !ok {
+		w.unguarded(db, "delete", why)
+	}
 }
 
 // unguarded reports an unguarded write (StrictGORMWrites): refused, with
 // an error matching locking.ErrUnguardedWrite (it returns false), or logged
 // as a warning (it returns true: the write goes on).
-func (w *pluginWrites) unguarded(db *gorm.DB, op string) bool {
+func (w *pluginWrites) unguarded(db *gorm.DB, op, why string) bool {
 	stmt := db.Statement
 	caller := pluginCaller()
 	if *w.cfg.strict {
-		db.AddError(fmt.Errorf("%w: %s of %s at %s: no version guards it, so it could erase a concurrent change: write it with a gormlock repository, add a condition on %s, or guard it with GuardGORMUpdates; nothing was written",
-			locking.ErrUnguardedWrite, op, stmt.Table, caller, stmt.Quote(w.versionOf(stmt.Schema).DBName)))
+		db.AddError(fmt.Errorf("%w: %s of %s at %s: no version guards it (%s), so it could erase a concurrent change: write it with a gormlock repository, add a condition %s = ? joined by AND, or guard it with GuardGORMUpdates; nothing was written",
+			locking.ErrUnguardedWrite, op, stmt.Table, caller, why, stmt.Quote(w.versionOf(stmt.Schema).DBName)))
 		return false
 	}
 	if db.Logger != nil {
-		db.Logger.Warn(stmt.Context, "gormlock: unguarded %s of %s at %s: no version guards it, so it could erase a concurrent change", op, stmt.Table, caller)
+		db.Logger.Warn(stmt.Context, "gormlock: unguarded %s of %s at %s: no version guards it (%s), so it could erase a concurrent change", op, stmt.Table, caller, why)
 	}
 	return true
 }
 
-// hasVersionCondition reports whether the statement's WHERE has a
-// condition on the version column joined by AND: an equality on the column
-// (Where(map), Where(&T{Version: v}), or the plugin's own guard), or an SQL
-// condition that names it (Where("version = ?", v)).
-func hasVersionCondition(stmt *gorm.Statement, ver *schema.Field) bool {
-	c, ok := stmt.Clauses["WHERE"]
-	if !ok {
-		return false
+// whereGuards reports whether the statement's WHERE guards it by the
+// version column, deciding from the condition's structure (package
+// internal/sqlguard) on the SQL GORM builds from it, placeholders and all:
+// an equality on the model's version column, joined by AND at the top
+// level. Whatever GORM's expressions are (Where's text and values, a map,
+// a struct, clause.Eq, Or, Not, named arguments, a subquery), what is
+// checked is what the database would be sent. why says, when it does not,
+// why not.
+func whereGuards(stmt *gorm.Statement, ver *schema.Field) (ok bool, why string) {
+	c, had := stmt.Clauses["WHERE"]
+	if !had {
+		return false, "no WHERE"
 	}
-	where, ok := c.Expression.(clause.Where)
-	return ok && versionCondition(where.Exprs, ver)
+	where, isWhere := c.Expression.(clause.Where)
+	if !isWhere || len(where.Exprs) == 0 {
+		return false, "no WHERE"
+	}
+	text, built := buildWhere(stmt, where)
+	if !built {
+		return false, "its WHERE could not be built"
+	}
+	d, _ := sqlguard.DialectOf(stmt.DB.Dialector.Name())
+	if ok, why = d.Check(text, ver.DBName, stmt.Table); !ok {
+		return false, why
+	}
+	return true, ""
 }
 
-func versionCondition(exprs []clause.Expression, ver *schema.Field) bool {
-	for _, e := range exprs {
-		switch e := e.(type) {
-		case clause.Eq:
-			switch col := e.Column.(type) {
-			case string:
-				if isVersionColumn(col, ver) {
-					return true
-				}
-			case clause.Column:
-				if !col.Raw && isVersionColumn(col.Name, ver) {
-					return true
-				}
-			}
-		case clause.AndConditions:
-			if versionCondition(e.Exprs, ver) {
-				return true
-			}
-		case clause.Expr:
-			if namesColumn(e.SQL, ver.DBName) {
-				return true
-			}
-		case clause.NamedExpr:
-			if namesColumn(e.SQL, ver.DBName) {
-				return true
-			}
+// buildWhere builds where's SQL as GORM would for stmt, on a statement of
+// its own, and without sending anything; ok is false when it panicked.
+func buildWhere(stmt *gorm.Statement, where clause.Where) (text string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			text, ok = "", false
 		}
+	}()
+	q := &gorm.Statement{
+		DB: stmt.DB, Context: stmt.Context, Table: stmt.Table, TableExpr: stmt.TableExpr,
+		Schema: stmt.Schema, Clauses: map[string]clause.Clause{},
 	}
-	return false
-}
-
-// hasOr reports whether a WHERE's conditions include an OR.
-func hasOr(exprs []clause.Expression) bool {
-	for _, e := range exprs {
-		if _, ok := e.(clause.OrConditions); ok {
-			return true
-		}
-	}
-	return false
+	where.Build(q)
+	return q.SQL.String(), true
 }
 
 // isVersionColumn reports whether name ("version", "Version",
@@ -394,27 +448,6 @@ func isVersionColumn(name string, ver *schema.Field) bool {
 	}
 	name = strings.Trim(name, "`\"")
 	return strings.EqualFold(name, ver.DBName) || name == ver.Name
-}
-
-// namesColumn reports whether the SQL text names the column col as an
-// identifier (not as part of a longer one), in any case.
-func namesColumn(sqlText, col string) bool {
-	s, c := strings.ToLower(sqlText), strings.ToLower(col)
-	for i := 0; ; {
-		j := strings.Index(s[i:], c)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(c)
-		if (start == 0 || !isIdentByte(s[start-1])) && (end == len(s) || !isIdentByte(s[end])) {
-			return true
-		}
-		i = start + 1
-	}
-}
-
-func isIdentByte(b byte) bool {
-	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
 }
 
 // intOf returns the value of the integer field f of the struct rv.

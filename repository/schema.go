@@ -14,11 +14,8 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// ErrSchemaMismatch means the table does not have what the repository needs;
-// VerifySchema returns a *SchemaError matching it.
-var ErrSchemaMismatch = errors.New("gormlock: schema mismatch")
-
-// SchemaError lists every problem VerifySchema found in one table.
+// SchemaError lists every problem VerifySchema found in one table. It
+// matches locking.ErrSchemaMismatch.
 type SchemaError struct {
 	Table    string
 	Problems []string
@@ -47,8 +44,8 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("gormlock: schema mismatch in table %s: %s", e.Table, strings.Join(e.Problems, "; "))
 }
 
-// Unwrap returns ErrSchemaMismatch.
-func (e *SchemaError) Unwrap() error { return ErrSchemaMismatch }
+// Unwrap returns locking.ErrSchemaMismatch.
+func (e *SchemaError) Unwrap() error { return locking.ErrSchemaMismatch }
 
 // VerifySchema checks that T's table exists with every column the model maps,
 // that the primary key column is the table's primary key, and that the version
@@ -68,7 +65,7 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaMismatch }
 //
 // It returns a *SchemaError listing every problem of a table, both joined
 // (errors.Join) when both tables have problems, or nil; every such error
-// matches ErrSchemaMismatch. Call it at start-up, after migrations.
+// matches locking.ErrSchemaMismatch. Call it at start-up, after migrations.
 //
 // It does not check the operation table: operation keys are chosen per call
 // (OpKey), so a repository cannot tell whether it will need it. Call
@@ -174,7 +171,7 @@ func askable(ctx context.Context, db *gorm.DB) error {
 // writes with an operation key (OpKey), LookupOperation and PurgeOperations
 // use: that it exists in db with every column gormlock uses and that op_key
 // is its primary key. It returns a *SchemaError listing every problem
-// (matching ErrSchemaMismatch), or nil. Call it at start-up, after
+// (matching locking.ErrSchemaMismatch), or nil. Call it at start-up, after
 // migrations, when you use operation keys; VerifySchema does not check this
 // table. ctx governs the queries; a failure to ask is returned as such.
 func VerifyOperationSchema(ctx context.Context, db *gorm.DB) error {

@@ -50,6 +50,9 @@ type statements struct {
 	// rowLockSQL locks the record's row, SELECT 1 ... FOR UPDATE, for a
 	// lease write on MySQL (see writeWithLease).
 	rowLockSQL string
+	// unversionedSQL reads the unversioned fields of a record by its key
+	// (see refreshUnversioned); "" when the model has none.
+	unversionedSQL string
 
 	// leases is set when the repository was built WithLeases: then every
 	// guarded write also requires that no one else holds a lease on the
@@ -120,6 +123,16 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	}
 	m.writeLockSQL = w.reset("UPDATE ").quote(m.table).str(" SET ").quote(m.version.DBName).str(" = ").
 		quote(m.version.DBName).str(" WHERE 0 = 1").String()
+	if len(m.unversioned) > 0 {
+		w.reset("SELECT ")
+		for i, f := range m.unversioned {
+			if i > 0 {
+				w.str(", ")
+			}
+			w.quote(f.DBName)
+		}
+		m.unversionedSQL = w.str(" FROM ").quote(m.table).str(" WHERE ").keyEq(m).String()
+	}
 	m.rowLockSQL = w.reset("SELECT 1 FROM ").quote(m.table).str(" WHERE ").keyEq(m).str(" FOR UPDATE").String()
 }
 

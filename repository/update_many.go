@@ -26,8 +26,9 @@ import (
 // It takes Update's options: SkipAssociations, and OpKey, with which the
 // batch and the key's record are one transaction, so the batch applies at
 // most once however often the call is repeated; a repeat of an applied
-// batch writes nothing and loads every entity as its record is now. The key
-// is bound to the batch's records (their keys, in any order).
+// batch writes nothing and loads every entity as its record is now (see
+// OpKey for a record deleted since). The key is bound to the batch's
+// records (their keys, in any order).
 //
 // A single UPDATE of many rows (GORM's Model(...).Where(...).Updates) would
 // skip the version check of each record; UpdateMany never does.
@@ -95,6 +96,9 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...U
 			if err := r.written(ctx, row.rv, row.id, w); err != nil {
 				return err
 			}
+			if err := r.refreshUnversioned(ctx, row.rv, row.id); err != nil {
+				return err
+			}
 			if err := r.after(ctx, h, row.e, row.rv); err != nil {
 				return err
 			}
@@ -136,18 +140,26 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...U
 		return err
 	}
 	if prior != nil {
-		// A repeat of an applied batch: every entity as its record is now.
+		// A repeat of an applied batch: every entity as its record is now;
+		// the records deleted since, each a *locking.RecordGoneError.
 		restore()
-		for _, row := range rows {
-			now, err := r.Get(ctx, row.id, IncludeDeleted())
+		var gone []error
+		for i, row := range rows {
+			now, err := r.recordNow(ctx, prior, row.id)
+			var g *locking.RecordGoneError
 			switch {
-			case errors.Is(err, locking.ErrNotFound):
-				continue // deleted since; the entity stays as it was given
+			case errors.As(err, &g):
+				if i > 0 {
+					g.Version = 0 // the key records the first record's version only
+				}
+				gone = append(gone, err) // the entity stays as it was given
+				continue
 			case err != nil:
-				return fmt.Errorf("%s: UpdateMany: operation %q was applied; reading id=%v: %w", r.m.table, prior.Key, row.id, err)
+				return fmt.Errorf("%s: UpdateMany: id=%v: %w", r.m.table, row.id, err)
 			}
 			*row.e = *now
 		}
+		return errors.Join(gone...)
 	}
 	return nil
 }

@@ -23,13 +23,17 @@ import (
 // statement, UPDATE ... WHERE pk = ? AND version = ?, and on success sets e's
 // version to the record's next version (larger than the one it had, see
 // "Versions" in the package doc) and its update time. The columns it never
-// writes are the primary key, the creation time, the soft-delete time and
-// fields GORM may not update (tagged "<-:create", "->" or "-").
+// writes are the primary key, the creation time, the soft-delete time,
+// fields GORM may not update (tagged "<-:create", "->" or "-") and fields
+// tagged gormlock:"unversioned" (see UnversionedTag), which after the write
+// hold the row's values.
 //
 // When no row matches, it returns a *locking.StaleDataError (errors.Is(err,
-// locking.ErrStaleData) is true) if the record exists at another version, or
-// an error matching locking.ErrNotFound if it does not exist or is
-// soft-deleted. An entity with an empty key, or a negative version, is
+// locking.ErrStaleData) is true) if the record exists at another version —
+// wrapped in a *StaleError[T] with the record as it is now and the fields
+// that differ, and matching locking.ErrVersionMissing too when e carries
+// version 0 — or an error matching locking.ErrNotFound if it does not exist
+// or is soft-deleted. An entity with an empty key, or a negative version, is
 // refused with an error matching locking.ErrInvalidArgument: the guard is
 // never turned off. Version 0 is what Get reads from a record a legacy
 // writer left at version 0 or NULL: the guard matches only such a record
@@ -57,8 +61,9 @@ import (
 // With OpKey the write and the key's record commit together: repeating the
 // call with the same key (after an unknown outcome, say) applies it at most
 // once — a repeat of an applied write returns nil and stores in e the
-// record as it is now (the first call's write, and any later ones). See
-// OpKey and LookupOperation.
+// record as it is now (the first call's write, and any later ones; one
+// deleted since gives a *locking.RecordGoneError). See OpKey and
+// LookupOperation.
 func (r *Repository[T]) Update(ctx context.Context, e *T, opts ...UpdateOption) error {
 	wc, err := updateConfigOf(opts)
 	if err != nil {
@@ -155,6 +160,9 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 	if err != nil {
 		return err
 	}
+	if wc.guard != nil {
+		cols = r.guardedColumns(wc.guard)
+	}
 	if kind == kindUpdate && !wc.skipAssoc {
 		if err := r.refuseAssociations(ctx, rv, method, id); err != nil {
 			return err
@@ -170,12 +178,29 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 		if err != nil {
 			return 0, err
 		}
+		if wc.guard != nil {
+			conds = append(conds, wc.guard.conds()...)
+		}
 		w, err := r.execWrite(ctx, kind, rv, id, expected, cols, conds)
+		if wc.guard != nil && errors.Is(err, locking.ErrConditionFailed) {
+			// The version matched, the value fn read did not: an Apply
+			// changed the field since the read.
+			err = r.valueMoved(id, expected, wc.guard)
+		}
 		if err != nil {
 			return 0, err
 		}
 		if err := r.written(ctx, rv, id, w); err != nil {
 			return 0, err
+		}
+		if kind == kindUpdate {
+			if err := r.refreshUnversioned(ctx, rv, id); err != nil {
+				if _, inTx := r.st.Conn(ctx); inTx {
+					return 0, err
+				}
+				// Outside a transaction the write has committed: it
+				// stands, and the fields keep the values they had.
+			}
 		}
 		return w.version, r.after(ctx, h, e, rv)
 	})
@@ -287,7 +312,7 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	if err != nil {
 		return write{}, fmt.Errorf("%s: %s id=%v: %w", r.m.table, k.method, id, err)
 	}
-	return w, r.checkAffected(ctx, n, id, expected, k.op, k.rows, conds != nil)
+	return w, r.checkAffected(ctx, n, id, expected, k.op, k.rows, conds != nil, rv)
 }
 
 // withConditions returns st, a guarded write whose text ends with suffix,
@@ -435,7 +460,7 @@ func (r *Repository[T]) Delete(ctx context.Context, e *T, opts ...DeleteOption) 
 			if err != nil {
 				return 0, fmt.Errorf("%s: Delete id=%v: %w", r.m.table, id, err)
 			}
-			if err := r.checkAffected(ctx, n, id, expected, "delete", anyRows, conds != nil); err != nil {
+			if err := r.checkAffected(ctx, n, id, expected, "delete", anyRows, conds != nil, rv); err != nil {
 				return 0, err
 			}
 		}
@@ -493,8 +518,11 @@ func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int
 // NotFoundError by reading the record's current version.
 //
 // hooked says the write carried conditions a Before hook added: a record at
-// the expected version then failed them.
-func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expected int64, op string, rows rowState, hooked bool) error {
+// the expected version then failed them. have is the caller's entity
+// (invalid when there is none): then the one read is of the whole record,
+// so that a stale write's error carries it and the fields that differ
+// (StaleDataError's Current and Fields).
+func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expected int64, op string, rows rowState, hooked bool, have reflect.Value) error {
 	if n == 1 {
 		return nil
 	}
@@ -503,7 +531,15 @@ func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expe
 		// model declares; the statement is already applied.
 		return fmt.Errorf("%s: %s id=%v matched %d rows: the table's primary key %s is not unique", r.m.table, op, id, n, r.m.keyNames())
 	}
-	actual, found, deleted, err := r.currentVersion(ctx, id)
+	var current *T
+	var actual int64
+	var found, deleted bool
+	var err error
+	if have.IsValid() && r.m.ownSelect() {
+		current, actual, found, deleted, err = r.currentRecord(ctx, id)
+	} else {
+		actual, found, deleted, err = r.currentVersion(ctx, id)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %s matched no row (not applied): %w", r.m.table, op, err)
@@ -513,7 +549,11 @@ func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expe
 		return fmt.Errorf("%s: %s id=%v: the record is soft-deleted (read it with IncludeDeleted, Restore brings it back): %w",
 			r.m.table, op, id, &locking.NotFoundError{Table: r.m.table, ID: id})
 	case actual != expected:
-		return &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
+		stale := &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: actual, Op: op}
+		if current == nil {
+			return stale
+		}
+		return &StaleError[T]{Stale: stale, Current: current, Fields: r.differing(ctx, have, reflect.ValueOf(current).Elem())}
 	case !deleted && rows == deletedRows:
 		return locking.Invalid("%s: %s id=%v: the record is not deleted", r.m.table, op, id)
 	case hooked:
@@ -536,6 +576,45 @@ func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expe
 	// so the one there now was written after the read, by a writer that
 	// does not use gormlock's versions). Not stale: not found.
 	return &locking.NotFoundError{Table: r.m.table, ID: id}
+}
+
+// currentRecord reads record id whole, deleted or not, in the transaction
+// of ctx if there is one (on MySQL as a locking read, which sees the
+// latest committed row, as currentVersion does): the record, its version
+// (a legacy NULL as 0), whether it exists and whether it is soft-deleted.
+func (r *Repository[T]) currentRecord(ctx context.Context, id any) (cur *T, version int64, found, deleted bool, err error) {
+	db, inTx := r.st.Conn(ctx)
+	query := r.m.selectAnySQL
+	if inTx && r.m.caps.Dialector() == dialect.MySQL {
+		query += " " + r.m.caps.ShareClause
+	}
+	var e T
+	err = r.readRow(ctx, db.Statement.ConnPool, query, &e, id)
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, 0, false, false, nil
+	case err != nil:
+		return nil, 0, false, false, fmt.Errorf("%s: id=%v: reading it: %w", r.m.table, id, locking.Classify(err))
+	}
+	rv := reflect.ValueOf(&e).Elem()
+	if r.m.deletedAt != nil {
+		deleted = r.m.deletedAt.ReflectValueOf(ctx, rv).Interface().(gorm.DeletedAt).Valid
+	}
+	return &e, r.versionOf(ctx, rv), true, deleted, nil
+}
+
+// differing returns the names of the fields Update writes whose values
+// differ between the entities in a and b, in the model's order.
+func (r *Repository[T]) differing(ctx context.Context, a, b reflect.Value) []string {
+	var out []string
+	for _, f := range r.m.setCols {
+		x, _ := f.ValueOf(ctx, a)
+		y, _ := f.ValueOf(ctx, b)
+		if !sameValue(x, y) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // checkIsolation refuses a lease-guarded write inside a PostgreSQL

@@ -65,9 +65,9 @@ func ExampleHandler_ServeHTTP() {
 }
 
 // By default a write must name the version it replaces (If-Match);
-// Strict(false) lets a write without If-Match replace whatever version is
+// WithStrict(false) lets a write without If-Match replace whatever version is
 // current.
-func ExampleStrict() {
+func ExampleWithStrict() {
 	docs := documents()
 	_ = docs.Create(context.Background(), &Document{ID: "d1", Title: "draft"})
 
@@ -75,7 +75,7 @@ func ExampleStrict() {
 	w := send(strict, "PUT", "/d1", `{"title":"final"}`)
 	fmt.Println("strict:", w.Code, http.StatusText(w.Code))
 
-	lenient, _ := rest.New(docs, rest.Strict(false))
+	lenient, _ := rest.New(docs, rest.WithStrict(false))
 	w = send(lenient, "PUT", "/d1", `{"title":"final"}`)
 	fmt.Println("lenient:", w.Code, http.StatusText(w.Code))
 	// Prints:
@@ -83,16 +83,16 @@ func ExampleStrict() {
 	// lenient: 200 OK
 }
 
-func ExampleMaxBodyBytes() {
+func ExampleWithMaxBodyBytes() {
 	docs := documents()
-	h, err := rest.New(docs, rest.MaxBodyBytes(64))
+	h, err := rest.New(docs, rest.WithMaxBodyBytes(64))
 	if err != nil {
 		panic(err)
 	}
 	w := send(h, "POST", "/", `{"id":"d1","title":"`+strings.Repeat("x", 100)+`"}`)
 	fmt.Println(w.Code, http.StatusText(w.Code))
 
-	_, err = rest.New(docs, rest.MaxBodyBytes(0))
+	_, err = rest.New(docs, rest.WithMaxBodyBytes(0))
 	fmt.Println(errors.Is(err, locking.ErrInvalidArgument))
 	// Prints:
 	// 413 Request Entity Too Large
@@ -101,12 +101,12 @@ func ExampleMaxBodyBytes() {
 
 // A list is a page of items and the offset of the next page, null on the
 // last one.
-func ExamplePageLimits() {
+func ExampleWithPageLimits() {
 	docs := documents()
 	for _, id := range []string{"a", "b", "c"} {
 		_ = docs.Create(context.Background(), &Document{ID: id, Title: id})
 	}
-	h, err := rest.New(docs, rest.PageLimits(2, 10))
+	h, err := rest.New(docs, rest.WithPageLimits(2, 10))
 	if err != nil {
 		panic(err)
 	}
@@ -124,10 +124,10 @@ func ExamplePageLimits() {
 	// ?limit=11: 400
 }
 
-// The client of a 500 gets no detail; ErrorLog gets the error.
-func ExampleErrorLog() {
+// The client of a 500 gets no detail; WithErrorLog gets the error.
+func ExampleWithErrorLog() {
 	docs := documents()
-	h, err := rest.New(docs, rest.ErrorLog(func(r *http.Request, err error) {
+	h, err := rest.New(docs, rest.WithErrorLog(func(r *http.Request, err error) {
 		fmt.Println("logged:", r.Method, r.URL.Path, strings.Contains(err.Error(), "no such table"))
 	}))
 	if err != nil {
@@ -145,12 +145,12 @@ func ExampleErrorLog() {
 }
 
 // A request repeated with its Idempotency-Key gets the first one's outcome.
-// IdempotencyScope keeps clients' keys apart: with it, bob's key is his own
+// WithIdempotencyScope keeps clients' keys apart: with it, bob's key is his own
 // even when alice chose it too; without it, bob's request with alice's key
 // is refused (422).
-func ExampleIdempotencyScope() {
+func ExampleWithIdempotencyScope() {
 	docs := documents()
-	h, err := rest.New(docs, rest.IdempotencyScope(func(r *http.Request) string {
+	h, err := rest.New(docs, rest.WithIdempotencyScope(func(r *http.Request) string {
 		return r.Header.Get("X-User") // in a real server, the authenticated user
 	}))
 	if err != nil {
@@ -187,4 +187,21 @@ func ExampleProblem() {
 	// Prints:
 	// application/problem+json
 	// 412 Precondition Failed about:blank
+}
+
+// A stale PUT's 412 carries the current ETag and, in its "fields" member,
+// the fields that differ between the request's record and the current one.
+func ExampleProblem_fields() {
+	docs := documents()
+	h, _ := rest.New(docs)
+	created := send(h, "POST", "/", `{"id":"d2","title":"draft"}`)
+	read := created.Header().Get("ETag")
+	_ = send(h, "PUT", "/d2", `{"title":"final"}`, "If-Match", read)
+
+	w := send(h, "PUT", "/d2", `{"title":"draft","attrs":{"lang":"en"}}`, "If-Match", read) // from the first read
+	var p rest.Problem
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
+	fmt.Println(p.Status, "current ETag:", w.Header().Get("ETag") != read, "fields:", p.Fields)
+	// Prints:
+	// 412 current ETag: true fields: [title attrs]
 }

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strings"
 
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
@@ -59,6 +60,14 @@ func (h *Handler[T]) patch(w http.ResponseWriter, r *http.Request, id any) {
 	if why := failedCondition(im, inm, exists, version); why != "" {
 		if h.replayed(w, r, key, id) {
 			return
+		}
+		if exists && im.present && !im.any {
+			// The patched record against the current one: what differs.
+			patched := *cur
+			if h.applyPatch(&patched, patch, id) == nil {
+				h.staleAt(w, version, h.repo.Adapter().Differing(&patched, cur), "%s", why)
+				return
+			}
 		}
 		h.preconditionFailedAt(w, exists, version, "%s", why)
 		return
@@ -204,6 +213,9 @@ func (h *Handler[T]) applyPatch(cur *T, patch map[string]any, id any) error {
 	dst, from := reflect.ValueOf(src).Elem(), reflect.ValueOf(cur).Elem()
 	for _, path := range h.hidden {
 		dst.FieldByIndex(path).Set(from.FieldByIndex(path))
+	}
+	if names := h.repo.Adapter().ChangedUnversioned(cur, src); len(names) > 0 {
+		return &patchError{fmt.Sprintf("the patch changes %s, which changes outside the record's version (a counter): a PATCH does not write it", strings.Join(h.jsonNames(names), ", "))}
 	}
 	return h.repo.Adapter().CopyWritable(cur, src)
 }

@@ -69,7 +69,9 @@
 // Conditional requests follow RFC 9110. Every response carrying a record
 // carries its strong ETag, "<version>". A PUT, PATCH or DELETE whose
 // If-Match does not name the current version is answered 412 Precondition
-// Failed with the current ETag; when it does, the write is the repository's
+// Failed with the current ETag (for a PUT or PATCH, the problem's "fields"
+// member names the fields that differ from the current record, see
+// Problem); when it does, the write is the repository's
 // guarded write at that version, so a race between the check and the write
 // is still caught (412), never lost. In strict mode (the default) a PUT,
 // PATCH or DELETE without If-Match is answered 428 Precondition Required.
@@ -98,7 +100,9 @@
 // below), 428, and 500 with no detail for anything unexpected. A body can
 // change neither the id nor the version of the record it targets: the id
 // comes from the URL (a body naming another id is a 400), the version from
-// If-Match; nor its timestamps.
+// If-Match; nor its timestamps; nor a field tagged gormlock:"unversioned"
+// (see repository.UnversionedTag): a PUT's value for one is not written,
+// and a PATCH that changes one is a 400 naming it.
 //
 // A leased record (repository.WithLeases) is answered 423 Locked with a
 // Retry-After until the lease ends: it is not a conflict the client can
@@ -114,7 +118,7 @@
 // a DELETE 204, even though If-Match no longer names the current version. The key is
 // bound to the request (method, path and body): the same key with another
 // request is 422. Keys are 1 to 200 printable ASCII characters, quoted (a
-// structured-field string) or not; IdempotencyScope keeps one client's keys
+// structured-field string) or not; WithIdempotencyScope keeps one client's keys
 // apart from another's.
 package rest
 
@@ -157,49 +161,49 @@ type config struct {
 // Option configures a Handler in New.
 type Option func(*config) error
 
-// Strict sets whether PUT, PATCH and DELETE require If-Match (428 without
+// WithStrict sets whether PUT, PATCH and DELETE require If-Match (428 without
 // it). On by default. Off, a PUT, PATCH or DELETE without If-Match writes
 // whatever version is current (still atomically: a concurrent change makes
 // it re-read).
-func Strict(on bool) Option {
+func WithStrict(on bool) Option {
 	return func(c *config) error { c.strict = on; return nil }
 }
 
-// MaxBodyBytes limits request bodies (413 beyond it). The default is 1 MiB.
-func MaxBodyBytes(n int64) Option {
+// WithMaxBodyBytes limits request bodies (413 beyond it). The default is 1 MiB.
+func WithMaxBodyBytes(n int64) Option {
 	return func(c *config) error {
 		if n <= 0 {
-			return locking.Invalid("rest: MaxBodyBytes must be positive, got %d", n)
+			return locking.Invalid("rest: WithMaxBodyBytes must be positive, got %d", n)
 		}
 		c.maxBody = n
 		return nil
 	}
 }
 
-// PageLimits sets the list page size when the request gives none (def) and
+// WithPageLimits sets the list page size when the request gives none (def) and
 // the largest a request may ask for (max). The defaults are 50 and 1000.
-func PageLimits(def, max int) Option {
+func WithPageLimits(def, max int) Option {
 	return func(c *config) error {
 		if def <= 0 || max < def {
-			return locking.Invalid("rest: PageLimits needs 0 < default (%d) <= max (%d)", def, max)
+			return locking.Invalid("rest: WithPageLimits needs 0 < default (%d) <= max (%d)", def, max)
 		}
 		c.defaultLimit, c.maxLimit = def, max
 		return nil
 	}
 }
 
-// ErrorLog sets a function called with every error answered 500, for the
+// WithErrorLog sets a function called with every error answered 500, for the
 // server's log; the client gets no detail.
-func ErrorLog(f func(r *http.Request, err error)) Option {
+func WithErrorLog(f func(r *http.Request, err error)) Option {
 	return func(c *config) error { c.logError = f; return nil }
 }
 
-// IdempotencyScope sets the function that names whose Idempotency-Key a
+// WithIdempotencyScope sets the function that names whose Idempotency-Key a
 // request carries — the authenticated user or API client — so that two
 // clients choosing the same key never see each other's outcomes. Without
 // it every client shares one space of keys (still bound to the request:
 // the same key with another request is a 422).
-func IdempotencyScope(f func(r *http.Request) string) Option {
+func WithIdempotencyScope(f func(r *http.Request) string) Option {
 	return func(c *config) error { c.scope = f; return nil }
 }
 
@@ -463,6 +467,11 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		if h.replayed(w, r, key, id) {
 			return
 		}
+		if exists && im.present && !im.any {
+			// The body's record against the current one: what differs.
+			h.staleAt(w, version, h.repo.Adapter().Differing(body, cur), "%s", why)
+			return
+		}
 		h.preconditionFailedAt(w, exists, version, "%s", why)
 		return
 	}
@@ -657,10 +666,15 @@ func (h *Handler[T]) send(w http.ResponseWriter, status int, e *T) {
 	writeJSON(w, status, "application/json", e)
 }
 
-// writeFailed answers a guarded write that did not apply.
+// writeFailed answers a guarded write that did not apply: a stale one 412
+// with the current ETag and the fields that differ between the request's
+// record and the current one.
 func (h *Handler[T]) writeFailed(w http.ResponseWriter, r *http.Request, id any, err error) {
 	var stale *locking.StaleDataError
+	var se *repository.StaleError[T]
 	switch {
+	case errors.As(err, &se) && se.Current != nil:
+		h.staleAt(w, se.Stale.Actual, se.Fields, "the record changed since the version named in If-Match: it is now at %s", ETag(se.Stale.Actual))
 	case errors.As(err, &stale):
 		h.preconditionFailedAt(w, true, stale.Actual, "the record changed since the version named in If-Match: it is now at %s", ETag(stale.Actual))
 	case errors.Is(err, locking.ErrNotFound):
@@ -679,6 +693,14 @@ func (h *Handler[T]) preconditionFailed(w http.ResponseWriter, r *http.Request, 
 		w.Header().Set("ETag", ETag(version))
 	}
 	problem(w, http.StatusPreconditionFailed, "%s", detail)
+}
+
+// staleAt answers 412 for a write at a version that is not the current
+// one: the current ETag, and the fields (Go names, answered by their JSON
+// names) that differ between the request's record and the current one.
+func (h *Handler[T]) staleAt(w http.ResponseWriter, version int64, fields []string, format string, args ...any) {
+	w.Header().Set("ETag", ETag(version))
+	writeProblem(w, Problem{Status: http.StatusPreconditionFailed, Detail: fmt.Sprintf(format, args...), Fields: h.jsonNames(fields)})
 }
 
 func (h *Handler[T]) preconditionFailedAt(w http.ResponseWriter, exists bool, version int64, format string, args ...any) {
@@ -722,8 +744,9 @@ func (h *Handler[T]) fail(w http.ResponseWriter, r *http.Request, err error) {
 //		http.Error(w, p.Detail, p.Status)
 //	}
 //
-// The statuses: ErrStaleData (and ErrRetriesExhausted, which matches it)
-// 409; ErrConditionFailed 409; ErrAlreadyExists 409; ErrNotFound 404;
+// The statuses: ErrVersionMissing (a write that carried no version, see
+// locking.ErrVersionMissing) 428 Precondition Required; ErrStaleData (and
+// ErrRetriesExhausted, which matches it) 409; ErrConditionFailed 409; ErrAlreadyExists 409; ErrNotFound 404;
 // ErrLeased 423; ErrLocked, ErrLockTimeout, ErrDeadlock and
 // ErrSerialization 503 (try again); ErrOperationKeyReused 422;
 // ErrInvalidArgument 400; ErrCommitUnknown and anything else 500.
@@ -759,6 +782,8 @@ func ProblemOf(err error) Problem {
 		return p(http.StatusConflict, detailValueTaken)
 	case errors.Is(err, locking.ErrConditionFailed):
 		return p(http.StatusConflict, "the record does not allow this change as it is now")
+	case errors.Is(err, locking.ErrVersionMissing):
+		return p(http.StatusPreconditionRequired, "the request carries no version of the record: send the version it was read at")
 	case errors.Is(err, locking.ErrStaleData):
 		return p(http.StatusConflict, "the record kept changing; try again")
 	case errors.Is(err, locking.ErrLocked), errors.Is(err, locking.ErrLockTimeout),
@@ -782,12 +807,40 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Fields is an extension member of a 412 for a stale write: the
+	// record's fields (by their JSON names) whose values differ between
+	// the request's record and the current one, whose ETag the answer
+	// carries. Empty otherwise.
+	Fields []string `json:"fields,omitempty"`
 }
 
 func problem(w http.ResponseWriter, status int, format string, args ...any) {
-	writeJSON(w, status, "application/problem+json", Problem{
-		Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: fmt.Sprintf(format, args...),
-	})
+	writeProblem(w, Problem{Status: status, Detail: fmt.Sprintf(format, args...)})
+}
+
+// writeProblem writes p, with its type and title filled in.
+func writeProblem(w http.ResponseWriter, p Problem) {
+	p.Type, p.Title = "about:blank", http.StatusText(p.Status)
+	writeJSON(w, p.Status, "application/problem+json", p)
+}
+
+// jsonNames returns the JSON member names of T's fields named (Go names;
+// a field without a JSON name keeps its own).
+func (h *Handler[T]) jsonNames(fields []string) []string {
+	if len(fields) == 0 {
+		return nil
+	}
+	t := reflect.TypeFor[T]()
+	out := make([]string, len(fields))
+	for i, name := range fields {
+		out[i] = name
+		if f, ok := t.FieldByName(name); ok {
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
+				out[i] = tag
+			}
+		}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {

@@ -136,7 +136,7 @@ func newHandler(ctx context.Context, db *gorm.DB) (http.Handler, error) {
 	if err != nil && !errors.Is(err, locking.ErrAlreadyExists) {
 		return nil, err
 	}
-	h, err := rest.New(docs, rest.ErrorLog(func(r *http.Request, err error) {
+	h, err := rest.New(docs, rest.WithErrorLog(func(r *http.Request, err error) {
 		log.Printf("%s %s: %v", r.Method, r.URL.Path, err)
 	}))
 	if err != nil {

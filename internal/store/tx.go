@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -159,7 +160,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 			}
 			o = &rc
 		}
-		tx, end, err := beginOwn(ctx, s.SQLDB, o)
+		tx, end, err := beginOwn(ctx, s.SQLDB, o, s.Caps.Dialector())
 		if err != nil {
 			return fmt.Errorf("%s: begin: %w", op, locking.Classify(err))
 		}
@@ -192,6 +193,23 @@ type ownTx struct {
 	*sql.Tx
 	cancel context.CancelFunc // ends the transaction's own context
 	db     *sql.DB
+	// canc cancels a statement of the transaction on the server when the
+	// caller's context ends while it runs (see guard); nil when the
+	// driver offers no way.
+	canc canceller
+
+	mu sync.Mutex
+	// cancelSent: a statement was cancelled on the server; the
+	// connection is not given back to the pool, where a late cancel
+	// could reach another caller's statement.
+	cancelSent bool
+	// broken: the connection was closed while a statement ran (forced
+	// says why), so its session may outlive it on the server.
+	broken bool
+	forced error
+	// unconfirmed says why the transaction could not be confirmed ended
+	// on the server; nil when it was, or is not over.
+	unconfirmed error
 }
 
 // GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
@@ -200,11 +218,12 @@ func (t *ownTx) GetDBConn() (*sql.DB, error) { return t.db, nil }
 
 // beginOwn begins an ownTx on db; end releases its connection once the
 // transaction has been committed or rolled back.
-func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions) (*ownTx, func(), error) {
+func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions, d string) (*ownTx, func(), error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	canc := newCanceller(ctx, db, conn, d)
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var tx *sql.Tx
 	err = bounded(ctx, cancel, 0, func() error {
@@ -217,8 +236,15 @@ func beginOwn(ctx context.Context, db *sql.DB, o *sql.TxOptions) (*ownTx, func()
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	return &ownTx{Tx: tx, cancel: cancel, db: db}, func() {
+	t := &ownTx{Tx: tx, cancel: cancel, db: db, canc: canc}
+	return t, func() {
 		cancel()
+		t.mu.Lock()
+		discard := t.cancelSent || t.broken
+		t.mu.Unlock()
+		if discard {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
+		}
 		_ = conn.Close()
 	}, nil
 }
@@ -259,18 +285,51 @@ func (t *ownTx) commit(ctx context.Context) error {
 
 // Rollback implements gorm.TxCommitter: it sends ROLLBACK and waits for
 // the answer, at most rollbackTimeout, whatever the caller's context says.
+//
+// When the ROLLBACK fails (the connection broke, or was closed while a
+// statement ran), the session may still run on the server, holding the
+// transaction's locks: on MySQL and MariaDB it is killed and waited for
+// (ensureEnded). Why the end could not be confirmed is kept in
+// unconfirmed for RunTx's error.
 func (t *ownTx) Rollback() error {
-	return bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
+	err := bounded(context.Background(), t.cancel, rollbackTimeout, t.Tx.Rollback)
+	t.mu.Lock()
+	broken := t.broken
+	t.mu.Unlock()
+	if (err != nil && !errors.Is(err, sql.ErrTxDone)) || broken {
+		t.mu.Lock()
+		t.broken = true
+		t.mu.Unlock()
+		if gerr := t.ensureEnded(); gerr != nil {
+			t.mu.Lock()
+			t.unconfirmed = gerr
+			t.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// notConfirmed returns why the transaction could not be confirmed ended on
+// the server, or nil.
+func (t *ownTx) notConfirmed() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unconfirmed
 }
 
 // runBegun runs fn with the begun transaction st in its context and commits
 // it; when fn returns an error or panics, it rolls back instead. op names
 // the caller in a commit error, which is classified by ClassifyCommit.
-func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Context) error) error {
+func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Context) error) (err error) {
 	committed := false
 	defer func() {
 		if !committed {
 			st.tx.Rollback()
+			if st.own != nil {
+				if uerr := st.own.notConfirmed(); uerr != nil {
+					err = errors.Join(err, fmt.Errorf("%s: the transaction could not be confirmed rolled back on the server within %v: %w", op, cancelWait+goneWait, uerr))
+				}
+			}
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
@@ -321,7 +380,13 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		// changes nothing; its error cannot undo the commit made.
 		if _, err := st.tx.Statement.ConnPool.ExecContext(ctx, "COMMIT"); err != nil {
 			_ = st.tx.Rollback()
-			return st.commitFailed(ctx, op, err)
+			err = st.commitFailed(ctx, op, err)
+			if st.own != nil {
+				if uerr := st.own.notConfirmed(); uerr != nil {
+					err = fmt.Errorf("%w (and the session could not be confirmed ended on the server within %v: %w)", err, cancelWait+goneWait, uerr)
+				}
+			}
+			return err
 		}
 		_ = st.tx.Commit()
 		return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
@@ -343,41 +344,94 @@ func TestClassifyPassesUnrecognisedDriverErrorsThrough(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
 			db := d.open(t)
-			require.NoError(t, db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, code TEXT NOT NULL)`).Error)
-			for name, tt := range map[string]struct {
-				sql  string
-				code string
-			}{
-				"syntax error":       {`INSERT INTO items VALUES (`, "SQLITE_1"},
-				"not null violation": {`INSERT INTO items (id, code) VALUES (1, NULL)`, "SQLITE_1299"}, // SQLITE_CONSTRAINT_NOTNULL
-			} {
-				t.Run(name, func(t *testing.T) {
-					raw := db.Exec(tt.sql).Error
-					require.Error(t, raw)
-					err := locking.Classify(raw)
-					assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
-					assertMatchesOnly(t, err)
-					assert.Equal(t, tt.code, locking.Code(err), "the code is still read from the driver error")
-				})
-			}
+			raw := db.Exec(`INSERT INTO nosuch VALUES (1)`).Error
+			require.Error(t, raw)
+			err := locking.Classify(raw)
+			assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
+			assertMatchesOnly(t, err)
+			assert.Equal(t, "SQLITE_1", locking.Code(err), "the code is still read from the driver error")
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		db := testdb.Postgres(t)
-		require.NoError(t, db.Exec(`CREATE TABLE items (id BIGINT PRIMARY KEY, code TEXT NOT NULL)`).Error)
-		for name, tt := range map[string]struct{ sql, code string }{
-			"syntax error":       {`INSERT INTO items VALUES (`, "42601"},
-			"not null violation": {`INSERT INTO items (id, code) VALUES (1, NULL)`, "23502"},
-		} {
+		raw := db.Exec(`INSERT INTO nosuch VALUES (1)`).Error
+		require.Error(t, raw)
+		err := locking.Classify(raw)
+		assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
+		assertMatchesOnly(t, err)
+		assert.Equal(t, "42P01", locking.Code(err))
+	})
+}
+
+// Integrity violations other than unique keys are ErrConstraintViolation,
+// naming the constraint (or the column of NOT NULL) where the database
+// does; a statement that is not valid SQL is ErrInvalidArgument. Both are
+// definite: nothing was applied.
+func TestClassifyIntegrityAndBadSQL(t *testing.T) {
+	const schema = `CREATE TABLE parents (id BIGINT PRIMARY KEY);
+CREATE TABLE children (
+	id BIGINT PRIMARY KEY,
+	parent_id BIGINT NOT NULL CONSTRAINT child_parent REFERENCES parents (id),
+	n BIGINT NOT NULL CONSTRAINT n_positive CHECK (n > 0),
+	code TEXT CONSTRAINT children_code UNIQUE);
+INSERT INTO parents (id) VALUES (1);
+INSERT INTO children (id, parent_id, n, code) VALUES (1, 1, 1, 'a')`
+	type want struct {
+		sql                string
+		kind               error
+		code               string
+		constraint, column string
+	}
+	check := func(t *testing.T, db *gorm.DB, cases map[string]want) {
+		for _, stmt := range strings.Split(schema, ";\n") {
+			require.NoError(t, db.Exec(stmt).Error)
+		}
+		for name, tt := range cases {
 			t.Run(name, func(t *testing.T) {
 				raw := db.Exec(tt.sql).Error
-				require.Error(t, raw)
-				err := locking.Classify(raw)
-				assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
-				assertMatchesOnly(t, err)
-				assert.Equal(t, tt.code, locking.Code(err))
+				de := requireClassified(t, raw, tt.kind, tt.code)
+				assert.Equal(t, tt.constraint, de.Constraint)
+				assert.Equal(t, tt.column, de.Column)
+				assertMatchesOnly(t, locking.ClassifyWrite(raw), tt.kind)
+				assertMatchesOnly(t, locking.ClassifyCommit(raw), tt.kind)
+				assert.False(t, locking.IsRetryable(locking.Classify(raw)))
 			})
 		}
+		var n int64
+		require.NoError(t, db.Raw(`SELECT count(*) FROM children`).Scan(&n).Error)
+		assert.Equal(t, int64(1), n, "the refused statements wrote nothing")
+		require.NoError(t, db.Raw(`SELECT count(*) FROM parents`).Scan(&n).Error)
+		assert.Equal(t, int64(1), n, "the refused statements wrote nothing")
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		eachSQLiteDriver(t, func(t *testing.T, d sqliteDriver) {
+			db := d.open(t)
+			require.NoError(t, db.Exec(`PRAGMA foreign_keys = ON`).Error)
+			check(t, db, map[string]want{
+				"foreign key, missing parent":    {`INSERT INTO children (id, parent_id, n) VALUES (2, 99, 1)`, locking.ErrConstraintViolation, "SQLITE_CONSTRAINT_FOREIGNKEY", "", ""},
+				"foreign key, parent referenced": {`DELETE FROM parents WHERE id = 1`, locking.ErrConstraintViolation, "SQLITE_CONSTRAINT_FOREIGNKEY", "", ""},
+				"check":                          {`INSERT INTO children (id, parent_id, n) VALUES (2, 1, 0)`, locking.ErrConstraintViolation, "SQLITE_CONSTRAINT_CHECK", "n_positive", ""},
+				"not null":                       {`INSERT INTO children (id, parent_id, n) VALUES (2, 1, NULL)`, locking.ErrConstraintViolation, "SQLITE_CONSTRAINT_NOTNULL", "", "children.n"},
+				"unique":                         {`INSERT INTO children (id, parent_id, n, code) VALUES (2, 1, 1, 'a')`, locking.ErrAlreadyExists, "SQLITE_CONSTRAINT_UNIQUE", "children.code", ""},
+				"syntax error":                   {`INSERT INTO children VALUES (`, locking.ErrInvalidArgument, "SQLITE_ERROR", "", ""},
+				"unknown column":                 {`UPDATE children SET n = 2 WHERE nosuch = 1`, locking.ErrInvalidArgument, "SQLITE_ERROR", "", ""},
+				"unknown function":               {`UPDATE children SET n = nosuch(1)`, locking.ErrInvalidArgument, "SQLITE_ERROR", "", ""},
+			})
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db := testdb.Postgres(t)
+		check(t, db, map[string]want{
+			"foreign key, missing parent":    {`INSERT INTO children (id, parent_id, n) VALUES (2, 99, 1)`, locking.ErrConstraintViolation, "23503", "child_parent", ""},
+			"foreign key, parent referenced": {`DELETE FROM parents WHERE id = 1`, locking.ErrConstraintViolation, "23503", "child_parent", ""},
+			"check":                          {`INSERT INTO children (id, parent_id, n) VALUES (2, 1, 0)`, locking.ErrConstraintViolation, "23514", "n_positive", ""},
+			"not null":                       {`INSERT INTO children (id, parent_id, n) VALUES (2, 1, NULL)`, locking.ErrConstraintViolation, "23502", "", "n"},
+			"unique":                         {`INSERT INTO children (id, parent_id, n, code) VALUES (2, 1, 1, 'a')`, locking.ErrAlreadyExists, "23505", "children_code", ""},
+			"syntax error":                   {`INSERT INTO children VALUES (`, locking.ErrInvalidArgument, "42601", "", ""},
+			"unknown column":                 {`UPDATE children SET n = 2 WHERE nosuch = 1`, locking.ErrInvalidArgument, "42703", "", ""},
+			"unknown function":               {`UPDATE children SET n = nosuch(1)`, locking.ErrInvalidArgument, "42883", "", ""},
+			"type mismatch":                  {`UPDATE children SET n = 2 WHERE code = 1`, locking.ErrInvalidArgument, "42883", "", ""},
+		})
 	})
 }
 
@@ -438,12 +492,11 @@ func TestClassifyCommitServerErrorIsNotUnknown(t *testing.T) {
 			require.Error(t, raw)
 
 			err = locking.ClassifyCommit(raw)
-			assert.True(t, err == raw, "a constraint SQLite reported at COMMIT is returned as is, got %v", err)
-			assertMatchesOnly(t, err)
+			assertMatchesOnly(t, err, locking.ErrConstraintViolation)
 			ext, ok := d.code(err)
 			require.True(t, ok, "the driver's own error: %v", err)
 			assert.Equal(t, codeConstraintForeignKey, ext)
-			assert.Equal(t, "SQLITE_787", locking.Code(err))
+			assert.Equal(t, "SQLITE_CONSTRAINT_FOREIGNKEY", locking.Code(err))
 
 			// SQLite leaves a transaction open when its COMMIT fails.
 			// go-sqlite3 rolls it back itself; the pure-Go driver does

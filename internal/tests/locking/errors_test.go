@@ -15,19 +15,24 @@ import (
 // sentinels lists every sentinel, to check that each typed error matches its
 // own sentinel and no other.
 var sentinels = map[string]error{
-	"ErrStaleData":          locking.ErrStaleData,
-	"ErrNotFound":           locking.ErrNotFound,
-	"ErrAlreadyExists":      locking.ErrAlreadyExists,
-	"ErrInvalidArgument":    locking.ErrInvalidArgument,
-	"ErrLocked":             locking.ErrLocked,
-	"ErrLockTimeout":        locking.ErrLockTimeout,
-	"ErrDeadlock":           locking.ErrDeadlock,
-	"ErrSerialization":      locking.ErrSerialization,
-	"ErrNotSupported":       locking.ErrNotSupported,
-	"ErrRetriesExhausted":   locking.ErrRetriesExhausted,
-	"ErrCommitUnknown":      locking.ErrCommitUnknown,
-	"ErrOperationKeyReused": locking.ErrOperationKeyReused,
-	"ErrUnguardedWrite":     locking.ErrUnguardedWrite,
+	"ErrStaleData":           locking.ErrStaleData,
+	"ErrNotFound":            locking.ErrNotFound,
+	"ErrAlreadyExists":       locking.ErrAlreadyExists,
+	"ErrInvalidArgument":     locking.ErrInvalidArgument,
+	"ErrLocked":              locking.ErrLocked,
+	"ErrLockTimeout":         locking.ErrLockTimeout,
+	"ErrDeadlock":            locking.ErrDeadlock,
+	"ErrSerialization":       locking.ErrSerialization,
+	"ErrNotSupported":        locking.ErrNotSupported,
+	"ErrRetriesExhausted":    locking.ErrRetriesExhausted,
+	"ErrCommitUnknown":       locking.ErrCommitUnknown,
+	"ErrOperationKeyReused":  locking.ErrOperationKeyReused,
+	"ErrUnguardedWrite":      locking.ErrUnguardedWrite,
+	"ErrConstraintViolation": locking.ErrConstraintViolation,
+	"ErrSchemaMismatch":      locking.ErrSchemaMismatch,
+	"ErrConditionFailed":     locking.ErrConditionFailed,
+	"ErrLeased":              locking.ErrLeased,
+	"ErrLeaseExpired":        locking.ErrLeaseExpired,
 }
 
 // assertMatchesOnly checks that err matches exactly the named sentinels.

@@ -380,8 +380,9 @@ func TestClassifyMariaDBSnapshotConflict(t *testing.T) {
 
 // Constraint violations and unacceptable values are classified as their
 // PostgreSQL counterparts are: data exceptions (class 22, too long,
-// incorrect values) are ErrInvalidArgument; NOT NULL, foreign key and
-// CHECK violations pass through with their number as the code.
+// incorrect values) and a statement that is not valid SQL are
+// ErrInvalidArgument; NOT NULL, foreign key and CHECK violations are
+// ErrConstraintViolation, naming the constraint (or column).
 func TestClassifyMariaDBConstraintsAndValues(t *testing.T) {
 	db := testdb.MariaDB(t)
 	mariadb := isMariaDB(t, db)
@@ -389,11 +390,12 @@ func TestClassifyMariaDBConstraintsAndValues(t *testing.T) {
 	require.NoError(t, db.Exec(`CREATE TABLE children (
 		id BIGINT PRIMARY KEY,
 		parent_id BIGINT NOT NULL,
-		n BIGINT NOT NULL CHECK (n > 0),
+		n BIGINT NOT NULL,
 		small INT NOT NULL DEFAULT 1,
 		label VARCHAR(4) NOT NULL DEFAULT '',
 		doc JSON NULL,
-		FOREIGN KEY (parent_id) REFERENCES parents (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error)
+		CONSTRAINT n_positive CHECK (n > 0),
+		CONSTRAINT child_parent FOREIGN KEY (parent_id) REFERENCES parents (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO parents (id) VALUES (1)`).Error)
 	require.NoError(t, db.Exec(`INSERT INTO children (id, parent_id, n) VALUES (1, 1, 1)`).Error)
 
@@ -401,42 +403,51 @@ func TestClassifyMariaDBConstraintsAndValues(t *testing.T) {
 	if mariadb {
 		checkNumber, checkState = 4025, "23000"
 	}
-	passThrough := []struct {
-		name   string
-		sql    string
-		args   []any
-		number uint16
-		state  string
+	constraints := []struct {
+		name               string
+		sql                string
+		args               []any
+		number             uint16
+		state              string
+		constraint, column string
 	}{
-		{"NOT NULL", `INSERT INTO children (id, parent_id, n) VALUES (2, 1, ?)`, []any{nil}, 1048, "23000"},
-		{"CHECK", `INSERT INTO children (id, parent_id, n) VALUES (2, 1, ?)`, []any{0}, checkNumber, checkState},
-		{"foreign key, missing parent", `INSERT INTO children (id, parent_id, n) VALUES (2, ?, 1)`, []any{99}, 1452, "23000"},
-		{"foreign key, parent referenced", `DELETE FROM parents WHERE id = ?`, []any{1}, 1451, "23000"},
-		{"syntax error", `INSERT INTO children VALUES (`, nil, 1064, "42000"},
+		{"NOT NULL", `INSERT INTO children (id, parent_id, n) VALUES (2, 1, ?)`, []any{nil}, 1048, "23000", "", "n"},
+		{"NOT NULL without default", `INSERT INTO children (id, parent_id) VALUES (2, 1)`, nil, 1364, "HY000", "", "n"},
+		{"CHECK", `INSERT INTO children (id, parent_id, n) VALUES (2, 1, ?)`, []any{0}, checkNumber, checkState, "n_positive", ""},
+		{"foreign key, missing parent", `INSERT INTO children (id, parent_id, n) VALUES (2, ?, 1)`, []any{99}, 1452, "23000", "child_parent", ""},
+		{"foreign key, parent referenced", `DELETE FROM parents WHERE id = ?`, []any{1}, 1451, "23000", "child_parent", ""},
 	}
 	if mariadb {
 		// MariaDB's JSON is LONGTEXT with a json_valid CHECK (MySQL 8's
 		// is a type of its own, which refuses bad JSON with 3140, class 22).
-		passThrough = append(passThrough, struct {
-			name   string
-			sql    string
-			args   []any
-			number uint16
-			state  string
-		}{"invalid JSON", `INSERT INTO children (id, parent_id, n, doc) VALUES (2, 1, 1, ?)`, []any{"{not json"}, 4025, "23000"})
+		constraints = append(constraints, struct {
+			name               string
+			sql                string
+			args               []any
+			number             uint16
+			state              string
+			constraint, column string
+		}{"invalid JSON", `INSERT INTO children (id, parent_id, n, doc) VALUES (2, 1, 1, ?)`, []any{"{not json"}, 4025, "23000", "children.doc", ""})
 	}
-	for _, tt := range passThrough {
+	for _, tt := range constraints {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := db.Exec(tt.sql, tt.args...).Error
 			require.Error(t, raw)
 			requireMySQLError(t, raw, tt.number, tt.state)
-			err := locking.Classify(raw)
-			assert.True(t, err == raw, "Classify must return the driver error unchanged, got %v", err)
-			assertMatchesOnly(t, err)
-			assert.Equal(t, fmt.Sprint(tt.number), locking.Code(err))
-			assert.True(t, locking.ClassifyWrite(raw) == raw, "refused by the server: a definite outcome")
+			de := requireClassified(t, raw, locking.ErrConstraintViolation, fmt.Sprint(tt.number))
+			assert.Equal(t, tt.constraint, de.Constraint)
+			assert.Equal(t, tt.column, de.Column)
+			assertMatchesOnly(t, locking.ClassifyWrite(raw), locking.ErrConstraintViolation)
+			assertMatchesOnly(t, locking.ClassifyCommit(raw), locking.ErrConstraintViolation)
 		})
 	}
+
+	raw := db.Exec(`INSERT INTO children VALUES (`).Error
+	requireMySQLError(t, raw, 1064, "42000")
+	requireClassified(t, raw, locking.ErrInvalidArgument, "1064")
+	raw = db.Exec(`UPDATE children SET n = 2 WHERE nosuch = 1`).Error
+	requireMySQLError(t, raw, 1054, "42S22")
+	requireClassified(t, raw, locking.ErrInvalidArgument, "1054")
 
 	invalid := []struct {
 		name   string
@@ -510,12 +521,20 @@ func TestClassifyMySQLErrorNumbers(t *testing.T) {
 		{1292, "22007", locking.ErrInvalidArgument, definite, definite},
 		{1690, "22003", locking.ErrInvalidArgument, definite, definite},
 		{3140, "22032", locking.ErrInvalidArgument, definite, definite},
-		{1048, "23000", nil, definite, definite},
-		{1451, "23000", nil, definite, definite},
-		{1452, "23000", nil, definite, definite},
-		{4025, "23000", nil, definite, definite},
-		{3819, "HY000", nil, definite, definite},
-		{1064, "42000", nil, definite, definite},
+		{1048, "23000", locking.ErrConstraintViolation, definite, definite},
+		{1364, "HY000", locking.ErrConstraintViolation, definite, definite},
+		{1216, "23000", locking.ErrConstraintViolation, definite, definite},
+		{1217, "23000", locking.ErrConstraintViolation, definite, definite},
+		{1451, "23000", locking.ErrConstraintViolation, definite, definite},
+		{1452, "23000", locking.ErrConstraintViolation, definite, definite},
+		{4025, "23000", locking.ErrConstraintViolation, definite, definite},
+		{3819, "HY000", locking.ErrConstraintViolation, definite, definite},
+		{1064, "42000", locking.ErrInvalidArgument, definite, definite},
+		{1054, "42S22", locking.ErrInvalidArgument, definite, definite},
+		{1052, "23000", locking.ErrInvalidArgument, definite, definite},
+		{1149, "42000", locking.ErrInvalidArgument, definite, definite},
+		{1305, "42000", locking.ErrInvalidArgument, definite, definite},
+		{1146, "42S02", nil, definite, definite}, // no such table
 		{1792, "25006", nil, definite, definite}, // read-only transaction
 		{1317, "70100", nil, definite, unknown},  // KILL QUERY
 		{1927, "70100", nil, unknown, unknown},   // KILL CONNECTION

@@ -297,8 +297,8 @@ func TestConstraints(t *testing.T) {
 // SQLITE_CONSTRAINT_CHECK; SQLSTATE; MySQL's error numbers, a CHECK being
 // 4025 on MariaDB and 3819 on MySQL), so this file needs no driver's types.
 var (
-	notNull = map[string][]string{"sqlite": {"SQLITE_1299"}, "postgres": {"23502"}, "mysql": {"1048"}}
-	check   = map[string][]string{"sqlite": {"SQLITE_275"}, "postgres": {"23514"}, "mysql": {"4025", "3819"}}
+	notNull = map[string][]string{"sqlite": {"SQLITE_CONSTRAINT_NOTNULL"}, "postgres": {"23502"}, "mysql": {"1048"}}
+	check   = map[string][]string{"sqlite": {"SQLITE_CONSTRAINT_CHECK"}, "postgres": {"23514"}, "mysql": {"4025", "3819"}}
 )
 
 func requireConstraint(t *testing.T, db *gorm.DB, err error, code map[string][]string, msg string) {
@@ -417,7 +417,7 @@ func TestUpRefusesAForeignTable(t *testing.T) {
 			eachEmpty(t, func(t *testing.T, db *gorm.DB) {
 				require.NoError(t, db.Exec(`CREATE TABLE `+tc.table+` (id BIGINT PRIMARY KEY, resource TEXT, note TEXT)`).Error)
 				err := migrations.Up(context.Background(), db)
-				require.ErrorIs(t, err, migrations.ErrTableExists)
+				require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 				for _, part := range []string{"migrations: ", tc.table, tc.migration, tc.missing,
 					"column id is not the migration's", "column note is not the migration's"} {
 					assert.Contains(t, err.Error(), part)
@@ -454,7 +454,7 @@ func TestAdoptionKnowsTheColumns(t *testing.T) {
 				probe := e.open(t)
 				require.NoError(t, probe.Exec(`CREATE TABLE `+table+` (gormlock_probe INTEGER)`).Error)
 				err = migrations.Up(context.Background(), probe)
-				require.ErrorIs(t, err, migrations.ErrTableExists, table)
+				require.ErrorIs(t, err, locking.ErrSchemaMismatch, table)
 				var named []string
 				for _, m := range missing.FindAllStringSubmatch(err.Error(), -1) {
 					named = append(named, m[1])

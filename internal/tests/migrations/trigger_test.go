@@ -321,6 +321,8 @@ func TestVersionTriggerScriptsRunOneByOne(t *testing.T) {
 					rawExec(t, db, 1, "UPDATE "+q(table)+" SET n = n + 1 WHERE k2 = 'a'")
 					assert.Greater(t, versionOf("a"), int64(5))
 					assert.Equal(t, int64(7), versionOf("b"), "only the row updated")
+					rawExec(t, db, 1, "INSERT INTO "+q(table)+" VALUES (1, 'c', 0, 1)")
+					assert.Greater(t, versionOf("c"), int64(1_000_000_000_000_000), "an INSERT gets a first version")
 
 					for _, st := range s.DownStatements() {
 						require.NoError(t, db.Exec(st).Error, st)
@@ -328,6 +330,8 @@ func TestVersionTriggerScriptsRunOneByOne(t *testing.T) {
 					v := versionOf("a")
 					rawExec(t, db, 1, "UPDATE "+q(table)+" SET n = n + 1 WHERE k2 = 'a'")
 					assert.Equal(t, v, versionOf("a"), "Down removed the trigger")
+					rawExec(t, db, 1, "INSERT INTO "+q(table)+" VALUES (1, 'd', 0, 1)")
+					assert.Equal(t, int64(1), versionOf("d"), "Down removed the INSERT trigger")
 				})
 			}
 		}
@@ -468,7 +472,7 @@ func TestVersionTriggerNamesFitPostgres(t *testing.T) {
 	var n int64
 	require.NoError(t, db.Raw(`SELECT count(DISTINCT tgname) FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
 		WHERE c.relnamespace = current_schema()::regnamespace AND NOT g.tgisinternal`).Scan(&n).Error)
-	assert.Equal(t, int64(2), n)
+	assert.Equal(t, int64(4), n, "an UPDATE and an INSERT trigger per table")
 	for _, suffix := range []string{"_a", "_b"} {
 		rawExec(t, db, 1, `UPDATE `+long+suffix+` SET id = 1`)
 		var v int64

@@ -38,7 +38,7 @@ func run(dsn, addr string) error {
 	if err != nil {
 		return err
 	}
-	h, err := rest.New(accounts, rest.ErrorLog(func(r *http.Request, err error) {
+	h, err := rest.New(accounts, rest.WithErrorLog(func(r *http.Request, err error) {
 		log.Printf("%s %s: %v (code %q)", r.Method, r.URL.Path, err, locking.Code(err))
 	}))
 	if err != nil {

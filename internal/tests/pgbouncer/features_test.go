@@ -45,6 +45,7 @@ func TestFeatures(t *testing.T) {
 		{"leases", leases},
 		{"operation-keys", operationKeys},
 		{"update-many-force-increment-delete", updateManyForceIncrementDelete},
+		{"run-in-tx-cancel", runInTxCancel},
 	}
 	for _, mode := range pgbouncer.Modes {
 		t.Run(string(mode), func(t *testing.T) {

@@ -49,10 +49,19 @@ func TestShortDeadlinesGiveDefiniteAnswers(t *testing.T) {
 				})
 			}()
 			<-locked
+			released := false
+			defer func() {
+				// A failed assertion still lets the row go, so that the
+				// database can be dropped.
+				if !released {
+					close(release)
+					<-holder
+				}
+			}()
 
 			report := ""
 			for _, deadline := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
-				var timeouts, unknown, other int
+				var timeouts, unknown, notSent, other int
 				for i := range deadlineWrites {
 					cctx, cancel := context.WithTimeout(ctx, deadline)
 					var err error
@@ -69,14 +78,22 @@ func TestShortDeadlinesGiveDefiniteAnswers(t *testing.T) {
 						timeouts++
 					case errors.Is(err, locking.ErrCommitUnknown):
 						unknown++
+					case err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, locking.ErrLockTimeout):
+						// On a loaded machine the deadline can pass
+						// before the write is sent (waiting for a
+						// connection, or setting the lock timeout): the
+						// context's error alone, not applied — as
+						// definite as a lock timeout.
+						notSent++
 					default:
 						other++
 						t.Logf("%v: %v", deadline, err)
 					}
 				}
-				report += fmt.Sprintf(" %v: %d lock timeout, %d unknown, %d other;", deadline, timeouts, unknown, other)
-				require.Zero(t, other, "every write either timed out on the lock or is unknown")
+				report += fmt.Sprintf(" %v: %d lock timeout, %d not sent, %d unknown, %d other;", deadline, timeouts, notSent, unknown, other)
+				require.Zero(t, other, "every write either timed out on the lock, was not sent, or is unknown")
 			}
+			released = true
 			close(release)
 			require.NoError(t, <-holder)
 			t.Logf("%s, %d writes per deadline:%s", d, deadlineWrites, report)

@@ -1349,6 +1349,33 @@ func hostileMiscCases() []hostileCase {
 		}
 		return nil
 	})
+	add("Adapter.Differing", "nil entities: nothing differs, no panic", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		if got := f.accts.Adapter().Differing(nil, f.acct(f.a2)); got != nil {
+			return hostileCheck("Differing(nil, a) = %v", got)
+		}
+		if got := f.accts.Adapter().Differing(f.acct(f.a2), nil); got != nil {
+			return hostileCheck("Differing(a, nil) = %v", got)
+		}
+		return nil
+	})
+	add("Adapter.Differing", "two records: their differing fields, never the key or version", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		a, b := f.acct(f.a2), f.acct(f.a3)
+		b.Owner, b.Balance = a.Owner+"x", a.Balance
+		got := f.accts.Adapter().Differing(a, b)
+		if len(got) != 1 || got[0] != "Owner" {
+			return hostileCheck("Differing = %v, want [Owner]", got)
+		}
+		return nil
+	})
+	add("Adapter.ChangedUnversioned", "nil entities, and a model without unversioned fields", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		if got := f.accts.Adapter().ChangedUnversioned(nil, nil); got != nil {
+			return hostileCheck("ChangedUnversioned(nil, nil) = %v", got)
+		}
+		if got := f.accts.Adapter().ChangedUnversioned(f.acct(f.a2), f.acct(f.a3)); got != nil {
+			return hostileCheck("ChangedUnversioned of Account = %v", got)
+		}
+		return nil
+	})
 	// BUG (fails): Identity(nil) panics in GORM's field reader, where
 	// SetIdentity and CopyWritable refuse nil.
 	add("Adapter.Identity", "nil entity", nil, hostileOK, func(_ context.Context, f *hostileFixture) error {
@@ -1380,7 +1407,7 @@ func hostileMiscCases() []hostileCase {
 		if msg := hostileFails(d, err); msg != "" {
 			return msg
 		}
-		if errors.Is(err, repository.ErrSchemaMismatch) {
+		if errors.Is(err, locking.ErrSchemaMismatch) {
 			return fmt.Sprintf("a cancelled context is reported as a schema mismatch: %v", err)
 		}
 		return ""
@@ -2555,7 +2582,7 @@ func TestHostileREST(t *testing.T) {
 		f := hostileSeed(t, db)
 		var logged []string
 		var logMu sync.Mutex
-		logErr := rest.ErrorLog(func(r *http.Request, err error) {
+		logErr := rest.WithErrorLog(func(r *http.Request, err error) {
 			logMu.Lock()
 			defer logMu.Unlock()
 			logged = append(logged, fmt.Sprintf("%s %s: %v", r.Method, hostileShort(r.RequestURI, 100), err))

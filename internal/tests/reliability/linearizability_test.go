@@ -414,14 +414,19 @@ func b2i(b bool) int64 {
 }
 
 // linResult turns what the library reported into a history result: the
-// library's promise is that anything but ErrCommitUnknown and the named
-// conditions means "not applied", and the checker holds it to that.
+// library's promise is that anything but ErrCommitUnknown, ErrRecordGone
+// (applied) and the named conditions means "not applied", and the checker holds it to that.
 func linResult(err error) string {
 	var stale *locking.StaleDataError
 	switch {
 	case err == nil:
 		return linearize.ResultOK
 	case errors.Is(err, locking.ErrCommitUnknown):
+		return linearize.ResultUnknown
+	case errors.Is(err, locking.ErrRecordGone):
+		// Applied (a keyed call's earlier attempt), the record deleted
+		// since: the value it wrote is not known, so the checker is
+		// told what it may assume, no more.
 		return linearize.ResultUnknown
 	case errors.As(err, &stale) && !errors.Is(err, locking.ErrRetriesExhausted):
 		return linearize.ResultStale

@@ -728,7 +728,7 @@ func TestVerifySchemaOfAnApplicationsTables(t *testing.T) {
 		}
 		require.NoError(t, db.AutoMigrate(&loose{}))
 		err := mustRepo[loose](t, db).VerifySchema(ctx)
-		require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+		require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "nullable")
 	})
 }

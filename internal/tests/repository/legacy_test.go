@@ -73,7 +73,7 @@ func TestLegacyRowsAtVersionZeroOrNull(t *testing.T) {
 		// The column allows NULL: VerifySchema refuses it and says how to
 		// make it NOT NULL.
 		err = tokens.VerifySchema(ctx)
-		require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+		require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "version column version is nullable; it must be NOT NULL")
 		if db.Dialector.Name() != "sqlite" {
 			require.ErrorContains(t, err, "WHERE")

@@ -424,10 +424,16 @@ func observerAllocs(t *testing.T, db *gorm.DB) {
 		for range 20 {
 			call() // the pools and caches settle
 		}
-		return meanAllocs(200, call)
+		// The drivers' own goroutines allocate now and then (more under
+		// -race, and more on a loaded machine): they only ever add, so
+		// the least of five means is the call sites' own count.
+		least := meanAllocs(200, call)
+		for range 4 {
+			least = min(least, meanAllocs(200, call))
+		}
+		return least
 	}
-	// The drivers' own goroutines allocate now and then (more under
-	// -race): the means are compared to within half an allocation.
+	// The means are compared to within half an allocation.
 	none := allocs(nil)
 	require.InDelta(t, none, allocs(nopObserver{}), 0.5)
 	require.InDelta(t, none+3, allocs(markingObserver{}), 0.5, "the control: three calls, one context each")

@@ -94,7 +94,7 @@ func notNullAdvice(dialect, table string) string {
 
 func requireSchemaError(t *testing.T, err error, table string, problems ...string) {
 	t.Helper()
-	require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+	require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 	var se *repository.SchemaError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, table, se.Table)
@@ -257,7 +257,7 @@ func TestVerifySchemaReportsBothTables(t *testing.T) {
 	schemaEachEmpty(t, func(t *testing.T, db *gorm.DB) {
 		execAll(t, db, noTitleDocuments)
 		err := verifySchemaOf[fixtures.Document](t, db, repository.WithLeases())
-		require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+		require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 		requireSchemaError(t, err, "documents", "column title (field Title) is missing")
 		var tables []string
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -279,11 +279,11 @@ func TestVerifySchemaDoesNotMistakeAFailureForAMismatch(t *testing.T) {
 	cancel()
 	err = r.VerifySchema(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.False(t, errors.Is(err, repository.ErrSchemaMismatch))
+	assert.False(t, errors.Is(err, locking.ErrSchemaMismatch))
 
 	err = repository.VerifyOperationSchema(ctx, db)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.False(t, errors.Is(err, repository.ErrSchemaMismatch))
+	assert.False(t, errors.Is(err, locking.ErrSchemaMismatch))
 }
 
 func TestVerifyOperationSchema(t *testing.T) {

@@ -57,7 +57,7 @@ func TestGuardedSQL(t *testing.T) {
 		"sqlite": {
 			"update":  "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
 			"bump":    "UPDATE `accounts` SET `version` = ?, `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
-			"stale":   "SELECT COALESCE(`version`, 0), FALSE FROM `accounts` WHERE `id` = ?",
+			"stale":   "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 			"get":     "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 			"delete":  "DELETE FROM `accounts` WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
 			"bounded": "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
@@ -65,7 +65,7 @@ func TestGuardedSQL(t *testing.T) {
 		"postgres": {
 			"update":  `UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND COALESCE("version", 0) = $7 RETURNING "version"`,
 			"bump":    `UPDATE "accounts" SET "version" = GREATEST($1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $2 WHERE "id" = $3 AND COALESCE("version", 0) = $4 RETURNING "version"`,
-			"stale":   `SELECT COALESCE("version", 0), FALSE FROM "accounts" WHERE "id" = $1`,
+			"stale":   `SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
 			"get":     `SELECT "id", "version", "created_at", "updated_at", "owner", "balance", "frozen" FROM "accounts" WHERE "id" = $1`,
 			"delete":  `DELETE FROM "accounts" WHERE "id" = $1 AND COALESCE("version", 0) = $2`,
 			"bounded": `UPDATE "accounts" SET "owner" = $1, "balance" = $2, "frozen" = $3, "version" = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), "updated_at" = $5 WHERE "id" = $6 AND COALESCE("version", 0) = $7 AND (SELECT set_config('lock_timeout', $8, true)) IS NOT NULL RETURNING "version"`,
@@ -73,7 +73,7 @@ func TestGuardedSQL(t *testing.T) {
 		"mariadb": {
 			"update":  "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = LAST_INSERT_ID(GREATEST(?, (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
 			"bump":    "UPDATE `accounts` SET `version` = LAST_INSERT_ID(GREATEST(?, (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), CURRENT_TIMESTAMP(6))))), `updated_at` = ? WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
-			"stale":   "SELECT COALESCE(`version`, 0), FALSE FROM `accounts` WHERE `id` = ?",
+			"stale":   "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 			"get":     "SELECT `id`, `version`, `created_at`, `updated_at`, `owner`, `balance`, `frozen` FROM `accounts` WHERE `id` = ?",
 			"delete":  "DELETE FROM `accounts` WHERE `id` = ? AND COALESCE(`version`, 0) = ?",
 			"bounded": "SET STATEMENT max_statement_time=",
@@ -101,6 +101,8 @@ func TestGuardedSQL(t *testing.T) {
 			stale := *a
 			stale.Version--
 			require.Error(t, accounts.Update(ctx, &stale))
+			// One read, only because the write was stale: the whole record,
+			// which the error carries (repository.StaleError).
 			require.Equal(t, []string{w["update"], w["stale"]}, rec.take(), "a stale Update, then the check of why")
 
 			_, err = accounts.Get(ctx, a.ID)

@@ -40,7 +40,7 @@ func uniqueServer(t *testing.T, db *gorm.DB) (*client, *repository.Repository[me
 	require.NoError(t, err)
 	docs, err := repository.New[fixtures.Document](db)
 	require.NoError(t, err)
-	logErr := rest.ErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) })
+	logErr := rest.WithErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) })
 	mux := http.NewServeMux()
 	for prefix, h := range map[string]func() (http.Handler, error){
 		"/members":   func() (http.Handler, error) { return rest.New(members, logErr) },

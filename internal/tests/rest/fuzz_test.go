@@ -48,7 +48,7 @@ func FuzzHandler(f *testing.F) {
 		dialects = append(dialects, "postgres")
 	}
 	var serverErr error
-	logErr := rest.ErrorLog(func(_ *http.Request, err error) { serverErr = err })
+	logErr := rest.WithErrorLog(func(_ *http.Request, err error) { serverErr = err })
 	var muxes []*http.ServeMux
 	for _, d := range dialects {
 		db := testdb.Open(f, d)
@@ -63,7 +63,7 @@ func FuzzHandler(f *testing.F) {
 		if err := docs.Create(context.Background(), &fixtures.Document{ID: "d1", Title: "t"}); err != nil {
 			f.Fatal(err)
 		}
-		dh, err := rest.New(docs, logErr, rest.MaxBodyBytes(4096))
+		dh, err := rest.New(docs, logErr, rest.WithMaxBodyBytes(4096))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -107,7 +107,7 @@ func TestIdempotencyKeyMisuse(t *testing.T) {
 // two operations.
 func TestIdempotencyScope(t *testing.T) {
 	db := testdb.Open(t, "sqlite")
-	c := server(t, db, nil, rest.IdempotencyScope(func(r *http.Request) string { return r.Header.Get("X-User") }))
+	c := server(t, db, nil, rest.WithIdempotencyScope(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	for _, user := range []string{"ann", "bob"} {
 		r := c.do("POST", "/documents/", `{"id":"`+user+`","title":"t"}`, "Idempotency-Key", "same", "X-User", user)
 		require.Equal(t, http.StatusCreated, r.status, "%s: %s", user, r.body)

@@ -167,7 +167,7 @@ func TestPatchConditions(t *testing.T) {
 // current, and a PATCH of a missing record is 404, never a create.
 func TestPatchNonStrict(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		c := server(t, db, nil, rest.Strict(false))
+		c := server(t, db, nil, rest.WithStrict(false))
 		created := c.do("POST", "/documents/", `{"id":"d1","title":"t","attrs":{"k":"v"}}`)
 		require.Equal(t, http.StatusCreated, created.status)
 		r := c.patch("/documents/d1", `{"title":"u"}`)
@@ -186,7 +186,7 @@ func TestPatchNonStrict(t *testing.T) {
 // A patch the record cannot take is refused before anything is written.
 func TestPatchBadRequests(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		c := server(t, db, nil, rest.MaxBodyBytes(1024))
+		c := server(t, db, nil, rest.WithMaxBodyBytes(1024))
 		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
 		require.Equal(t, http.StatusCreated, created.status)
 		e1 := created.etag()

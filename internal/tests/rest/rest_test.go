@@ -32,7 +32,7 @@ func server(t *testing.T, db *gorm.DB, docOpts []repository.Option, opts ...rest
 	require.NoError(t, err)
 	accounts, err := repository.New[fixtures.Account](db)
 	require.NoError(t, err)
-	dh, err := rest.New(docs, append([]rest.Option{rest.ErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) })}, opts...)...)
+	dh, err := rest.New(docs, append([]rest.Option{rest.WithErrorLog(func(_ *http.Request, err error) { t.Errorf("500: %v", err) })}, opts...)...)
 	require.NoError(t, err)
 	ah, err := rest.New(accounts)
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestCreateAndGet(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		c := server(t, db, nil, rest.MaxBodyBytes(1024))
+		c := server(t, db, nil, rest.WithMaxBodyBytes(1024))
 		created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
 		require.Equal(t, http.StatusCreated, created.status)
 		e1 := created.etag()
@@ -319,7 +319,7 @@ func TestConditionalDelete(t *testing.T) {
 // Without strict mode a missing If-Match means "whatever version is current".
 func TestNonStrict(t *testing.T) {
 	db := testdb.Open(t, "sqlite")
-	c := server(t, db, nil, rest.Strict(false))
+	c := server(t, db, nil, rest.WithStrict(false))
 	created := c.do("POST", "/documents/", `{"id":"d1","title":"t"}`)
 	require.Equal(t, http.StatusCreated, created.status)
 	r := c.do("PUT", "/documents/d1", `{"title":"u"}`)
@@ -434,7 +434,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	db := testdb.Open(t, "sqlite")
 	docs, err := repository.New[fixtures.Document](db)
 	require.NoError(t, err)
-	for _, opt := range []rest.Option{rest.MaxBodyBytes(0), rest.PageLimits(0, 1), rest.PageLimits(5, 4)} {
+	for _, opt := range []rest.Option{rest.WithMaxBodyBytes(0), rest.WithPageLimits(0, 1), rest.WithPageLimits(5, 4)} {
 		_, err := rest.New(docs, opt)
 		require.Error(t, err)
 	}

@@ -15,10 +15,15 @@ func TestExampleClassify(t *testing.T) {
 
 // TestExampleCode runs ExampleCode of locking (example_db_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleCode(t *testing.T) {
-	mirror.Run(t, setup, ExampleCode, "\"SQLITE_CONSTRAINT_PRIMARYKEY\"\n\"SQLITE_1299\"\n\"\"\n")
+	mirror.Run(t, setup, ExampleCode, "\"SQLITE_CONSTRAINT_PRIMARYKEY\"\n\"SQLITE_CONSTRAINT_NOTNULL\"\n\"SQLITE_1\"\n\"\"\n")
 }
 
 // TestExampleDatabaseError runs ExampleDatabaseError of locking (example_db_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleDatabaseError(t *testing.T) {
 	mirror.Run(t, setup, ExampleDatabaseError, "gormlock: record already exists\nSQLITE_CONSTRAINT_UNIQUE\ntrue\n")
+}
+
+// TestExampleDatabaseError_constraint runs ExampleDatabaseError_constraint of locking (example_db_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleDatabaseError_constraint(t *testing.T) {
+	mirror.Run(t, setup, ExampleDatabaseError_constraint, "SQLITE_CONSTRAINT_CHECK qty_not_negative\nSQLITE_CONSTRAINT_NOTNULL stock.qty\n")
 }

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/migrations"
 )
 
@@ -85,12 +86,12 @@ func ExampleUp_tableExists() {
 	}
 
 	err := migrations.Up(ctx, db)
-	fmt.Println(errors.Is(err, migrations.ErrTableExists))
+	fmt.Println(errors.Is(err, locking.ErrSchemaMismatch))
 	fmt.Println(err)
 	fmt.Println("operations table created:", db.Migrator().HasTable("gormlock_operations"))
 	// Prints:
 	// true
-	// migrations: table exists with other columns: table gormlock_leases exists and is not the one migration 1 creates: column resource is missing; column record_key is missing; column owner is missing; column token_hash is missing; column fence is missing; column acquired_ms is missing; column expires_ms is missing; column id is not the migration's; column note is not the migration's; drop or rename it
+	// migrations: gormlock: schema mismatch: table gormlock_leases exists and is not the one migration 1 creates: column resource is missing; column record_key is missing; column owner is missing; column token_hash is missing; column fence is missing; column acquired_ms is missing; column expires_ms is missing; column id is not the migration's; column note is not the migration's; drop or rename it
 	// operations table created: false
 }
 

@@ -25,7 +25,7 @@ func TestExampleUp_adopt(t *testing.T) {
 
 // TestExampleUp_tableExists runs ExampleUp_tableExists of migrations (example_up_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleUp_tableExists(t *testing.T) {
-	mirror.Run(t, setup, ExampleUp_tableExists, "true\nmigrations: table exists with other columns: table gormlock_leases exists and is not the one migration 1 creates: column resource is missing; column record_key is missing; column owner is missing; column token_hash is missing; column fence is missing; column acquired_ms is missing; column expires_ms is missing; column id is not the migration's; column note is not the migration's; drop or rename it\noperations table created: false\n")
+	mirror.Run(t, setup, ExampleUp_tableExists, "true\nmigrations: gormlock: schema mismatch: table gormlock_leases exists and is not the one migration 1 creates: column resource is missing; column record_key is missing; column owner is missing; column token_hash is missing; column fence is missing; column acquired_ms is missing; column expires_ms is missing; column id is not the migration's; column note is not the migration's; drop or rename it\noperations table created: false\n")
 }
 
 // TestExampleVersion runs ExampleVersion of migrations (example_up_test.go) with the database setup gives it, and checks what it prints.

@@ -56,7 +56,7 @@ func ExampleVerifyOperationSchema() {
 	}
 	err := repository.VerifyOperationSchema(ctx, db)
 	var se *repository.SchemaError
-	fmt.Println("mismatch:", errors.Is(err, repository.ErrSchemaMismatch), errors.As(err, &se) && se.Table == repository.OperationTable)
+	fmt.Println("mismatch:", errors.Is(err, locking.ErrSchemaMismatch), errors.As(err, &se) && se.Table == repository.OperationTable)
 	// Prints:
 	// <nil>
 	// mismatch: true true

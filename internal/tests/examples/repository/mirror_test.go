@@ -338,6 +338,16 @@ func TestExample(t *testing.T) {
 	mirror.Run(t, setup, Example, "70 <nil>\ntrue\n")
 }
 
+// TestExampleRepository_Apply_unversioned runs ExampleRepository_Apply_unversioned of repository (example_unversioned_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleRepository_Apply_unversioned(t *testing.T) {
+	mirror.Run(t, setup, ExampleRepository_Apply_unversioned, "order: <nil> stock: 90 version kept: true\nsave: <nil> stock: 90\n")
+}
+
+// TestExampleStaleError runs ExampleStaleError of repository (example_unversioned_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleStaleError(t *testing.T) {
+	mirror.Run(t, setup, ExampleStaleError, "stale: true now: desk lamp 1000 differing: [Name Price]\nresolved: <nil>\nversion missing: true true\n")
+}
+
 // TestExampleRepository_Mutate runs ExampleRepository_Mutate of repository (example_write_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleRepository_Mutate(t *testing.T) {
 	mirror.Run(t, setup, ExampleRepository_Mutate, "<nil> calls: 2 balance: 71 newer than the other client's write: true\n")

@@ -26,6 +26,7 @@ func ExampleProblemOf() {
 		fmt.Errorf("tokens: Apply id=7: %w", locking.ErrConditionFailed),
 		&locking.NotFoundError{Table: "tokens", ID: 7},
 		fmt.Errorf("tokens: %w", locking.ErrCommitUnknown),
+		&locking.StaleDataError{Table: "tokens", ID: 7, Expected: 0, Actual: 1795401280990001, Op: "update"},
 	} {
 		p := rest.ProblemOf(err)
 		fmt.Println(p.Status, p.Detail)
@@ -36,4 +37,5 @@ func ExampleProblemOf() {
 	// 409 the record does not allow this change as it is now
 	// 404 no such record
 	// 500 the write's outcome is unknown (the database connection failed after it was sent)
+	// 428 the request carries no version of the record: send the version it was read at
 }

@@ -8,29 +8,9 @@ import (
 	"github.com/gormlock/gormlock/internal/tests/examples/mirror"
 )
 
-// TestExampleErrorLog runs ExampleErrorLog of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
-func TestExampleErrorLog(t *testing.T) {
-	mirror.Run(t, setup, ExampleErrorLog, "logged: GET /d1 true\n500 Internal Server Error \"internal error\"\n")
-}
-
 // TestExampleHandler_ServeHTTP runs ExampleHandler_ServeHTTP of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
 func TestExampleHandler_ServeHTTP(t *testing.T) {
 	mirror.Run(t, setup, ExampleHandler_ServeHTTP, "POST /: 201 /d1\nGET /d1: 200 draft same ETag: true\nGET /d1 If-None-Match: 304\n")
-}
-
-// TestExampleIdempotencyScope runs ExampleIdempotencyScope of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
-func TestExampleIdempotencyScope(t *testing.T) {
-	mirror.Run(t, setup, ExampleIdempotencyScope, "alice: 201\nalice retries: 201\nbob, same key: 201\nunscoped, alice: 201\nunscoped, bob, same key: 422\n")
-}
-
-// TestExampleMaxBodyBytes runs ExampleMaxBodyBytes of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
-func TestExampleMaxBodyBytes(t *testing.T) {
-	mirror.Run(t, setup, ExampleMaxBodyBytes, "413 Request Entity Too Large\ntrue\n")
-}
-
-// TestExamplePageLimits runs ExamplePageLimits of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
-func TestExamplePageLimits(t *testing.T) {
-	mirror.Run(t, setup, ExamplePageLimits, "items: 2 next offset: 2\n?limit=11: 400\n")
 }
 
 // TestExampleProblem runs ExampleProblem of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
@@ -38,9 +18,34 @@ func TestExampleProblem(t *testing.T) {
 	mirror.Run(t, setup, ExampleProblem, "application/problem+json\n412 Precondition Failed about:blank\n")
 }
 
-// TestExampleStrict runs ExampleStrict of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
-func TestExampleStrict(t *testing.T) {
-	mirror.Run(t, setup, ExampleStrict, "strict: 428 Precondition Required\nlenient: 200 OK\n")
+// TestExampleProblem_fields runs ExampleProblem_fields of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleProblem_fields(t *testing.T) {
+	mirror.Run(t, setup, ExampleProblem_fields, "412 current ETag: true fields: [title attrs]\n")
+}
+
+// TestExampleWithErrorLog runs ExampleWithErrorLog of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleWithErrorLog(t *testing.T) {
+	mirror.Run(t, setup, ExampleWithErrorLog, "logged: GET /d1 true\n500 Internal Server Error \"internal error\"\n")
+}
+
+// TestExampleWithIdempotencyScope runs ExampleWithIdempotencyScope of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleWithIdempotencyScope(t *testing.T) {
+	mirror.Run(t, setup, ExampleWithIdempotencyScope, "alice: 201\nalice retries: 201\nbob, same key: 201\nunscoped, alice: 201\nunscoped, bob, same key: 422\n")
+}
+
+// TestExampleWithMaxBodyBytes runs ExampleWithMaxBodyBytes of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleWithMaxBodyBytes(t *testing.T) {
+	mirror.Run(t, setup, ExampleWithMaxBodyBytes, "413 Request Entity Too Large\ntrue\n")
+}
+
+// TestExampleWithPageLimits runs ExampleWithPageLimits of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleWithPageLimits(t *testing.T) {
+	mirror.Run(t, setup, ExampleWithPageLimits, "items: 2 next offset: 2\n?limit=11: 400\n")
+}
+
+// TestExampleWithStrict runs ExampleWithStrict of rest (example_handler_test.go) with the database setup gives it, and checks what it prints.
+func TestExampleWithStrict(t *testing.T) {
+	mirror.Run(t, setup, ExampleWithStrict, "strict: 428 Precondition Required\nlenient: 200 OK\n")
 }
 
 // TestExampleMount runs ExampleMount of rest (example_server_test.go) with the database setup gives it, and checks what it prints.

@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gormlock/gormlock/internal/dialect"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// A transaction RunTx began ends on the server before RunInTx returns,
+// also when the caller's context ends while one of fn's statements runs
+// (a sleep, a long query, a wait for another session's row lock).
+//
+// A driver left to itself gives up such a statement by closing its
+// connection (go-sql-driver/mysql; pgx sets a deadline on it): the call
+// returns at once, but the server goes on running the statement, holding
+// the transaction's row locks, until the statement ends — MariaDB every
+// time, a lock wait up to innodb_lock_wait_timeout. So the statements of a
+// transaction RunTx began run under a context that does not end with the
+// caller's; when the caller's ends, the statement is cancelled on the
+// server (MySQL/MariaDB: KILL QUERY over another connection of the pool;
+// PostgreSQL: the protocol's cancel request, which PgBouncer forwards to
+// the server connection the client is linked to), and the call waits for
+// its answer, at most cancelWait. The transaction's connection is then
+// whole, and the ROLLBACK that follows is sent and answered on it.
+//
+// When the server cannot be asked (no connection for the KILL, a cancel
+// request that fails) or does not answer within cancelWait, the
+// statement's connection is closed as the driver would have, and on MySQL
+// and MariaDB the session is killed and waited for until it is gone from
+// the process list (at most goneWait); if that cannot be confirmed, the
+// error says so. The bounds add up to at most 4 s past the caller's
+// context: a caller that gave up waits no longer than that for the truth
+// (a statement cancelled on a healthy server ends in milliseconds).
+
+// cancelWait bounds the wait for a statement cancelled on the server.
+const cancelWait = time.Second
+
+// goneWait bounds the wait for a killed session to be gone.
+const goneWait = 2 * time.Second
+
+// killTimeout bounds getting a connection for KILL and sending it, and
+// sending PostgreSQL's cancel request.
+const killTimeout = time.Second
+
+// canceller cancels the statement running on one connection, on the server.
+type canceller interface {
+	// cancel asks the server to end the statement running on the
+	// connection (the transaction stays open).
+	cancel(ctx context.Context) error
+	// gone ends the connection's session on the server, if the server can
+	// be told, and reports once it is gone (nil), or why that could not
+	// be confirmed.
+	gone(ctx context.Context) error
+}
+
+// newCanceller returns the canceller of conn, a connection of db on a
+// database of dialector d (dialect.Postgres, dialect.MySQL), or nil when it
+// has none: a driver other than pgx and go-sql-driver/mysql (lib/pq
+// cancels on the server itself), or a failure to ask the session's id. It
+// runs before the transaction begins: ctx bounds it.
+func newCanceller(ctx context.Context, db *sql.DB, conn *sql.Conn, d string) canceller {
+	var dc any
+	_ = conn.Raw(func(c any) error { dc = c; return nil })
+	switch d {
+	case dialect.Postgres:
+		if pg := pgCancelRequester(dc); pg != nil {
+			return pgCanceller{pg}
+		}
+	case dialect.MySQL:
+		if t := reflect.TypeOf(dc); t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/go-sql-driver/mysql" {
+			return nil
+		}
+		if s, ok := mysqlSessions.Load(dc); ok {
+			return mysqlCanceller{db: db, session: s.(mysqlSession)}
+		}
+		var s mysqlSession
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@hostname, @@port").Scan(&s.id, &s.host, &s.port); err != nil {
+			return nil
+		}
+		if mysqlSessionCount.Add(1) > maxMySQLSessions {
+			// Entries of connections the pool closed are never removed
+			// one by one: start again (the ids are asked again, one
+			// query per connection).
+			mysqlSessions.Clear()
+			mysqlSessionCount.Store(1)
+		}
+		mysqlSessions.Store(dc, s)
+		return mysqlCanceller{db: db, session: s}
+	}
+	return nil
+}
+
+// pgCancelRequester returns the *pgconn.PgConn under dc, a connection of
+// pgx's database/sql driver (stdlib.Conn: Conn() *pgx.Conn, whose
+// PgConn() has CancelRequest), or nil. The methods are looked up by name
+// so that gormlock imports no driver.
+func pgCancelRequester(dc any) interface {
+	CancelRequest(context.Context) error
+} {
+	call := func(v reflect.Value, name string) (reflect.Value, bool) {
+		m := v.MethodByName(name)
+		if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 {
+			return reflect.Value{}, false
+		}
+		out := m.Call(nil)[0]
+		if out.Kind() != reflect.Pointer || out.IsNil() {
+			return reflect.Value{}, false
+		}
+		return out, true
+	}
+	v := reflect.ValueOf(dc)
+	if !v.IsValid() {
+		return nil
+	}
+	pgx, ok := call(v, "Conn")
+	if !ok {
+		return nil
+	}
+	pg, ok := call(pgx, "PgConn")
+	if !ok {
+		return nil
+	}
+	c, _ := pg.Interface().(interface {
+		CancelRequest(context.Context) error
+	})
+	return c
+}
+
+// pgCanceller sends PostgreSQL's cancel request for one connection: over
+// a new connection to the same server (or pooler), with the key the
+// server (or pooler) gave it.
+type pgCanceller struct {
+	pg interface{ CancelRequest(context.Context) error }
+}
+
+func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelRequest(ctx) }
+
+// gone cannot be told on PostgreSQL: behind PgBouncer the backend's pid is
+// not known to the client.
+func (pgCanceller) gone(context.Context) error {
+	return errors.New("the connection broke while a statement ran, and the server's session cannot be asked about")
+}
+
+// mysqlSession identifies a MySQL or MariaDB session: its CONNECTION_ID(),
+// and the server that runs it (another server behind a proxy has
+// sessions of the same ids).
+type mysqlSession struct {
+	id   uint64
+	host string
+	port int
+}
+
+// mysqlSessions caches the session of each go-sql-driver/mysql connection
+// (its driver.Conn), asked once per connection.
+var (
+	mysqlSessions     sync.Map
+	mysqlSessionCount atomic.Int64
+)
+
+const maxMySQLSessions = 1024
+
+// mysqlCanceller kills a statement or a session of db's server with KILL,
+// sent over another connection of db's pool.
+type mysqlCanceller struct {
+	db      *sql.DB
+	session mysqlSession
+}
+
+// mysqlUnknownThread is ER_NO_SUCH_THREAD: the session is gone already.
+const mysqlUnknownThread = "1094"
+
+func (c mysqlCanceller) kill(ctx context.Context, what string) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var s mysqlSession
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@hostname, @@port").Scan(&s.id, &s.host, &s.port); err != nil {
+		return err
+	}
+	if s.host != c.session.host || s.port != c.session.port {
+		return fmt.Errorf("the pool's connection reached server %s:%d, the session runs on %s:%d", s.host, s.port, c.session.host, c.session.port)
+	}
+	if _, err := conn.ExecContext(ctx, what+strconv.FormatUint(c.session.id, 10)); err != nil && locking.Code(err) != mysqlUnknownThread {
+		return err
+	}
+	return nil
+}
+
+func (c mysqlCanceller) cancel(ctx context.Context) error { return c.kill(ctx, "KILL QUERY ") }
+
+// gone kills the session (it rolls its transaction back) and waits until
+// it has left the process list, which the server does after the rollback.
+func (c mysqlCanceller) gone(ctx context.Context) error {
+	if err := c.kill(ctx, "KILL CONNECTION "); err != nil {
+		return fmt.Errorf("killing the session %d: %w", c.session.id, err)
+	}
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var n int
+		err := c.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", c.session.id).Scan(&n)
+		switch {
+		case err != nil:
+			return fmt.Errorf("asking whether the session %d is gone: %w", c.session.id, err)
+		case n == 0:
+			return nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the session %d was killed but is still in the process list: %w", c.session.id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// guard runs a statement of the transaction (run, with the context it is
+// to use) so that it ends with ctx on the server (see above).
+//
+// A query's rows are read after it returns, under the context the query
+// ran with: keep leaves that context alive (it ends with nothing to free
+// once the rows are closed).
+func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) error) error {
+	if t.canc == nil || ctx.Done() == nil {
+		return run(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // not sent
+	}
+	stmtCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	if !keep {
+		defer stop()
+	}
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	var forced error // why the connection had to be closed; nil when not
+	stopWatching := context.AfterFunc(ctx, func() {
+		defer close(watched)
+		t.mu.Lock()
+		t.cancelSent = true
+		t.mu.Unlock()
+		kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
+		err := t.canc.cancel(kctx)
+		kcancel()
+		if err != nil {
+			forced = fmt.Errorf("cancelling the statement on the server: %w", err)
+			stop()
+			return
+		}
+		timer := time.NewTimer(cancelWait)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			forced = fmt.Errorf("the statement, cancelled on the server, did not end within %v", cancelWait)
+			stop()
+		}
+	})
+	err := run(stmtCtx)
+	close(done)
+	if stopWatching() {
+		return err
+	}
+	<-watched
+	if forced != nil {
+		t.mu.Lock()
+		t.broken, t.forced = true, forced
+		t.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: the statement was cancelled on the server: %w", ctx.Err(), err)
+	}
+	return nil
+}
+
+// ExecContext runs a statement of the transaction (see guard).
+func (t *ownTx) ExecContext(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = t.guard(ctx, false, func(ctx context.Context) error {
+		res, err = t.Tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// QueryContext runs a query of the transaction (see guard); the guard
+// ends when its first rows are answered.
+func (t *ownTx) QueryContext(ctx context.Context, query string, args ...any) (rows *sql.Rows, err error) {
+	err = t.guard(ctx, true, func(ctx context.Context) error {
+		rows, err = t.Tx.QueryContext(ctx, query, args...)
+		return err
+	})
+	return rows, err
+}
+
+// QueryRowContext runs a query of the transaction (see guard). A *sql.Row
+// carries its error itself: when ctx ended and the query failed, the row
+// returned is one that database/sql makes without sending anything, whose
+// error is ctx's (the server's "cancelled" is what ctx's end caused).
+func (t *ownTx) QueryRowContext(ctx context.Context, query string, args ...any) (row *sql.Row) {
+	err := t.guard(ctx, true, func(ctx context.Context) error {
+		row = t.Tx.QueryRowContext(ctx, query, args...)
+		return row.Err()
+	})
+	if row == nil || (err != nil && ctx.Err() != nil) {
+		return t.Tx.QueryRowContext(ctx, query, args...) // ctx has ended: not sent
+	}
+	return row
+}
+
+// ensureEnded confirms, after the transaction's connection broke (its
+// ROLLBACK failed), that its session is gone on the server; it returns
+// why that could not be confirmed, or nil.
+func (t *ownTx) ensureEnded() error {
+	if t.canc == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
+	defer cancel()
+	err := t.canc.gone(ctx)
+	t.mu.Lock()
+	forced := t.forced
+	t.mu.Unlock()
+	if err != nil && forced != nil {
+		return fmt.Errorf("%w; %w", forced, err)
+	}
+	return err
+}

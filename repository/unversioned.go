@@ -1,0 +1,209 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Fields outside the version (UnversionedTag).
+//
+// A guarded write never writes them from the entity: Update's statement
+// leaves them out (setCols), and after the write refreshUnversioned reads
+// them back, so the entity holds the row's values. Mutate, whose fn may
+// change one, writes that change guarded by the value fn read (valueGuard):
+// the version cannot tell whether an Apply changed the field since the
+// read, the value can.
+
+// valueGuard is the unversioned fields a Mutate's fn changed, and the values
+// its read gave them: the write sets them, guarded by those values. only
+// says fn changed no other field: the write then leaves the version alone.
+type valueGuard struct {
+	fields []*schema.Field
+	read   []any
+	only   bool
+}
+
+// readValues returns the values of e's unversioned fields, then of the
+// fields Update writes, as a Mutate's read gave them (before fn ran); nil
+// when the model has no unversioned field.
+func (r *Repository[T]) readValues(ctx context.Context, rv reflect.Value) []any {
+	if len(r.m.unversioned) == 0 {
+		return nil
+	}
+	vals := make([]any, 0, len(r.m.unversioned)+len(r.m.setCols))
+	for _, f := range r.m.unversioned {
+		v, _ := f.ValueOf(ctx, rv)
+		vals = append(vals, v)
+	}
+	for _, f := range r.m.setCols {
+		v, _ := f.ValueOf(ctx, rv)
+		vals = append(vals, v)
+	}
+	return vals
+}
+
+// changedUnversioned returns the guard of the unversioned fields whose
+// values in rv differ from read (readValues before fn ran); nil when none
+// changed.
+func (r *Repository[T]) changedUnversioned(ctx context.Context, rv reflect.Value, read []any) *valueGuard {
+	var g *valueGuard
+	for i, f := range r.m.unversioned {
+		v, _ := f.ValueOf(ctx, rv)
+		if sameValue(v, read[i]) {
+			continue
+		}
+		if g == nil {
+			g = &valueGuard{only: true}
+		}
+		g.fields = append(g.fields, f)
+		g.read = append(g.read, read[i])
+	}
+	if g == nil {
+		return nil
+	}
+	for i, f := range r.m.setCols {
+		v, _ := f.ValueOf(ctx, rv)
+		if !sameValue(v, read[len(r.m.unversioned)+i]) {
+			g.only = false
+			break
+		}
+	}
+	return g
+}
+
+// writeUnversioned is the write of a Mutate whose fn changed unversioned
+// fields only (g): UPDATE ... SET <those fields> WHERE <key> AND <version>
+// AND <each field equal to the value read>, which leaves the version and
+// the update time alone, as Apply does. A miss is stale data: the version
+// moved (a *StaleError with the record), or a field did (valueMoved). The
+// entity then holds the row's unversioned values.
+func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuard) error {
+	rv := reflect.ValueOf(e).Elem()
+	id, expected, err := r.guardOf(ctx, rv, "Mutate")
+	if err != nil {
+		return err
+	}
+	if err := r.checkIsolation(ctx, "Mutate"); err != nil {
+		return err
+	}
+	w := &sqlWriter{db: r.st.Gorm}
+	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
+	args := make([]any, 0, len(g.fields)+len(r.m.pks)+2)
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(", ")
+		}
+		w.eq(f.DBName)
+		v, _ := f.ValueOf(ctx, rv)
+		args = append(args, v)
+	}
+	st := w.guard(r.m, liveRows).stmt(r.m.caps, "")
+	st, args = r.withConditions(st, "", r.guardArgs(args, id, expected), g.conds())
+	n, err := r.st.ExecResult(ctx, st, args)
+	if err != nil {
+		return fmt.Errorf("%s: Mutate id=%v: %w", r.m.table, id, err)
+	}
+	if err := r.checkAffected(ctx, n, id, expected, "update", liveRows, true, rv); err != nil {
+		if errors.Is(err, locking.ErrConditionFailed) {
+			return r.valueMoved(id, expected, g)
+		}
+		return err
+	}
+	if err := r.refreshUnversioned(ctx, rv, id); err != nil {
+		if _, inTx := r.st.Conn(ctx); inTx {
+			return err
+		}
+	}
+	return nil
+}
+
+// conds returns the guard's conditions: each field equal to the value
+// read (IS NULL for a nil one).
+func (g *valueGuard) conds() []clause.Expression {
+	out := make([]clause.Expression, len(g.fields))
+	for i, f := range g.fields {
+		out[i] = clause.Eq{Column: clause.Column{Name: f.DBName}, Value: g.read[i]}
+	}
+	return out
+}
+
+// names returns the guarded fields' names.
+func (g *valueGuard) names() []string {
+	out := make([]string, len(g.fields))
+	for i, f := range g.fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// guardedColumns returns the column set of a Mutate write with g: every
+// field Update writes, and the unversioned fields g guards, built once per
+// set.
+func (r *Repository[T]) guardedColumns(g *valueGuard) *columnSet {
+	fields := append(slices.Clip(r.m.setCols), g.fields...)
+	key := make([]string, len(g.fields))
+	for i, f := range g.fields {
+		key[i] = f.DBName
+	}
+	k := "+" + strings.Join(key, ",") // not a Columns key: those hold no "+"
+	if c, ok := r.cols.sets.Load(k); ok {
+		return c.(*columnSet)
+	}
+	c := &columnSet{fields: fields, stmt: r.m.updateOf(r.st.Gorm, fields)}
+	actual, _ := r.cols.sets.LoadOrStore(k, c)
+	return actual.(*columnSet)
+}
+
+// valueMoved is the error of a Mutate write whose version matched but one
+// of the unversioned fields fn changed did not hold the value fn read: an
+// Apply changed it since. It is stale data, and retried like it.
+func (r *Repository[T]) valueMoved(id any, expected int64, g *valueGuard) error {
+	return &StaleError[T]{Stale: &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: expected, Op: "update"}, Fields: g.names()}
+}
+
+// refreshUnversioned reads the unversioned fields of record id into rv,
+// after a guarded write (in its transaction, if any), so that the entity
+// holds the row's values, not the ones it was read with.
+func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value, id any) error {
+	if len(r.m.unversioned) == 0 {
+		return nil
+	}
+	db, _ := r.st.Conn(ctx)
+	dest := make([]any, len(r.m.unversioned))
+	for i, f := range r.m.unversioned {
+		dest[i] = reflect.New(f.FieldType).Interface()
+	}
+	if err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.unversionedSQL, r.m.keyArgs(nil, id), dest...); err != nil {
+		return fmt.Errorf("%s: id=%v: written; reading its unversioned fields: %w", r.m.table, id, locking.Classify(err))
+	}
+	for i, f := range r.m.unversioned {
+		if err := f.Set(ctx, rv, reflect.ValueOf(dest[i]).Elem().Interface()); err != nil {
+			return fmt.Errorf("%s: id=%v: written; setting %s in memory: %w", r.m.table, id, f.Name, err)
+		}
+	}
+	return nil
+}
+
+// sameValue reports whether two values of one field are equal: times by
+// instant, the rest deeply.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case time.Time:
+		y, ok := b.(time.Time)
+		return ok && x.Equal(y)
+	case *time.Time:
+		y, ok := b.(*time.Time)
+		return ok && (x == nil) == (y == nil) && (x == nil || x.Equal(*y))
+	}
+	return reflect.DeepEqual(a, b)
+}
