@@ -9,6 +9,7 @@ import (
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/internal/tests/testdb"
+	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/migrations"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -58,7 +59,7 @@ func TestVerifySchemaChecksTheLeaseColumns(t *testing.T) {
 		accounts, err := repository.New[fixtures.Account](db, repository.WithLeasesInRow())
 		require.NoError(t, err)
 		err = accounts.VerifySchema(ctx)
-		require.ErrorIs(t, err, repository.ErrSchemaMismatch)
+		require.ErrorIs(t, err, locking.ErrSchemaMismatch)
 		require.ErrorContains(t, err, "column gormlock_lease_token is missing")
 		require.NoError(t, migrations.AddLeaseColumns(ctx, db, &fixtures.Account{}))
 		require.NoError(t, db.Exec("DROP TABLE gormlock_leases").Error)
