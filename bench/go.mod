@@ -8,6 +8,7 @@ require (
 	github.com/gormlock/gormlock/internal/tests v0.1.0
 	github.com/gormlock/gormlock/opendb/mysql v0.1.0
 	github.com/gormlock/gormlock/opendb/postgres v0.1.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
 	gonum.org/v1/plot v0.17.0
 	gorm.io/gorm v1.30.5
@@ -24,7 +25,6 @@ require (
 	github.com/gormlock/gormlock/opendb/sqlite v0.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jinzhu/inflection v1.0.0 // indirect
 	github.com/jinzhu/now v1.1.5 // indirect

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/locking"
@@ -41,12 +43,21 @@ const (
 	ModeOptimisticMulti = "optimistic-multi"
 	ModePessimistic     = "pessimistic" // Repository.MutateRowLocked
 	ModeLease           = "lease"       // Leases.Acquire + Leases.Update
+	// ModeLeaseRow is ModeLease with the leases in the records' own rows
+	// (WithLeasesInRow): one UPDATE to take the lease and read the record,
+	// one to write it and end the lease.
+	ModeLeaseRow = "lease-row"
 	// ModeAdaptive is Mutate as New gives it (adaptive) through a
 	// Repository of each worker's own, as separate processes would run it.
 	ModeAdaptive = "adaptive"
 	// ModeAtomic is Repository.Apply with Add: one UPDATE ... SET balance =
 	// balance + 1 that advances the version, no read, no retry.
 	ModeAtomic = "atomic"
+	// ModePgxPool is raw's statements through pgx's own pool (pgxpool,
+	// its defaults: cached prepared statements, at most max(4, CPUs)
+	// connections), on PostgreSQL only: the floor of a program that does
+	// not use database/sql.
+	ModePgxPool = "pgxpool"
 	// ModeClaim is the work-queue read: in a transaction, Claim (FOR UPDATE
 	// SKIP LOCKED) the first record from the chosen one on that no one
 	// else holds, increment it, commit. It runs only when named, and is
@@ -59,7 +70,7 @@ const (
 
 // AllModes lists the modes that run by default, in the order they are
 // reported.
-var AllModes = []string{ModeRaw, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease}
+var AllModes = []string{ModeRaw, ModePgxPool, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
 
 // OptInModes run only when -modes names them.
 var OptInModes = []string{ModeOptimistic, ModeClaim, ModeUnguarded}
@@ -191,6 +202,36 @@ type node struct {
 	// optimistic is the shared Repository with adaptive Mutate off.
 	optimistic *repository.Repository[fixtures.Account]
 	leased     *repository.Repository[fixtures.Account] // lease mode: WithLeases
+	leasedRow  *repository.Repository[fixtures.Account] // lease-row mode: WithLeasesInRow
+	// dsn is the node's DSN; pool its pgxpool, opened by the first
+	// pgxpool worker (PostgreSQL only).
+	dsn    string
+	poolMu sync.Mutex
+	pool   *pgxpool.Pool
+}
+
+// pgxPool returns the node's pgxpool, opening it with the DSN as it is
+// (pgx's defaults) the first time.
+func (n *node) pgxPool(ctx context.Context) (*pgxpool.Pool, error) {
+	n.poolMu.Lock()
+	defer n.poolMu.Unlock()
+	if n.pool == nil {
+		p, err := pgxpool.New(ctx, n.dsn)
+		if err != nil {
+			return nil, err
+		}
+		n.pool = p
+	}
+	return n.pool, nil
+}
+
+// close closes the pgxpools the harness opened.
+func (h *harness) close() {
+	for _, n := range h.nodes {
+		if n.pool != nil {
+			n.pool.Close()
+		}
+	}
 }
 
 // harness runs cells against one database, or one Galera cluster.
@@ -216,7 +257,7 @@ type harness struct {
 // policy.
 func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, error) {
 	h := &harness{sync: t.sync, db: db, dialect: t.nodes[0].Dialector.Name(), policy: policy}
-	for _, g := range t.nodes {
+	for i, g := range t.nodes {
 		sqlDB, err := g.DB()
 		if err != nil {
 			return nil, err
@@ -233,7 +274,15 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 		if err != nil {
 			return nil, err
 		}
-		h.nodes = append(h.nodes, &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased})
+		leasedRow, err := repository.New[fixtures.Account](g, repository.WithLeasesInRow(), repository.WithRetryPolicy(policy))
+		if err != nil {
+			return nil, err
+		}
+		nd := &node{db: g, sqlDB: sqlDB, accounts: accounts, optimistic: optimistic, leased: leased, leasedRow: leasedRow}
+		if i < len(t.dsns) {
+			nd.dsn = t.dsns[i]
+		}
+		h.nodes = append(h.nodes, nd)
 	}
 	return h, nil
 }
@@ -242,6 +291,9 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 // gormlock itself answers: Claim is refused with locking.ErrNotSupported
 // where SKIP LOCKED cannot share work out (SQLite, Galera).
 func (h *harness) skip(ctx context.Context, mode string) string {
+	if mode == ModePgxPool && h.dialect != "postgres" {
+		return "pgxpool is pgx's pool: PostgreSQL only"
+	}
 	if mode != ModeClaim {
 		return ""
 	}
@@ -272,8 +324,7 @@ type op func(ctx context.Context, id int64) (attempts int, err error)
 // finish.
 func (h *harness) run(ctx context.Context, c Cell, d time.Duration) (Result, error) {
 	owner := fmt.Sprintf("bench-%s-%d-%d-%d", c.Mode, c.Keys, c.Workers, time.Now().UnixNano())
-	first := h.nodes[0]
-	defer first.db.WithContext(context.WithoutCancel(ctx)).Exec("DELETE FROM accounts WHERE owner = ?", owner)
+	defer func() { _ = h.inTx(context.WithoutCancel(ctx), "DELETE FROM accounts WHERE owner = ?", owner) }()
 	ids, err := h.seed(ctx, owner, c.Keys)
 	if err != nil {
 		return Result{}, err
@@ -420,10 +471,13 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 	for i := range rows {
 		rows[i] = fixtures.Account{Owner: owner, Model: models.Model{Versioned: models.Versioned{Version: 1, CreatedAt: now, UpdatedAt: now}}}
 	}
-	db := h.nodes[0].db.WithContext(ctx)
-	if err := db.CreateInBatches(&rows, 500).Error; err != nil {
+	err := repository.RunInTx(ctx, h.nodes[0].db, func(ctx context.Context) error {
+		return h.nodes[0].accounts.DB(ctx).CreateInBatches(&rows, 500).Error
+	})
+	if err != nil {
 		return nil, err
 	}
+	db := h.nodes[0].db.WithContext(ctx)
 	// Read the keys back rather than trust the ones GORM filled in: on
 	// Galera each node hands out every third auto-increment value, which
 	// a batch's LAST_INSERT_ID cannot tell.
@@ -444,6 +498,18 @@ func (h *harness) seed(ctx context.Context, owner string, n int) ([]int64, error
 		}
 	}
 	return ids, nil
+}
+
+// inTx runs the statement q in a transaction of gormlock's (RunInTx) on the
+// first node: the bench's own writes (seeding, cleanup) wait their turn for
+// SQLite's write lock as gormlock's do, bounded by ctx, rather than in
+// SQLite's busy handler, which serves waiters in no order and on a busy
+// machine can fail one with "database is locked".
+func (h *harness) inTx(ctx context.Context, q string, args ...any) error {
+	n := h.nodes[0]
+	return repository.RunInTx(ctx, n.db, func(ctx context.Context) error {
+		return n.accounts.DB(ctx).Exec(q, args...).Error
+	})
 }
 
 // sum returns the sum of owner's counters. On Galera it reads every node
@@ -491,8 +557,14 @@ WHERE VARIABLE_NAME IN ('WSREP_LOCAL_CERT_FAILURES', 'WSREP_LOCAL_BF_ABORTS')`).
 // again from a fresh read, as gormlock's Mutate does: the version was
 // stale, or the database refused to apply the write (a deadlock; on Galera
 // a certification conflict with another node, 1213; a serialization
-// failure).
-func retryable(err error) bool { return locking.IsRetryable(locking.Classify(err)) }
+// failure). On SQLite also "database is locked": the connection's busy
+// timeout ran out while other writers held the lock, and nothing was
+// written. SQLite's busy handler serves its waiters in no order, so on a
+// busy machine one can lose the lock for that long; the loop then waits its
+// turn again, as gormlock's writers do, instead of failing the run.
+func retryable(err error) bool {
+	return locking.IsRetryable(locking.Classify(err)) || locking.IsSQLiteBusy(err)
+}
 
 // op returns the operation of one worker in mode, writing through n; owner
 // names the cell's records.
@@ -518,6 +590,8 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		return h.rawOp(n), nil
 	case ModeGORM:
 		return h.gormOp(n), nil
+	case ModePgxPool:
+		return h.pgxPoolOp(n)
 	case ModeMutate:
 		return mutate(n.accounts.Mutate), nil
 	case ModeOptimistic:
@@ -543,7 +617,9 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 			return 1, err
 		}, nil
 	case ModeLease:
-		return h.leaseOp(n), nil
+		return h.leaseOp(n.leased), nil
+	case ModeLeaseRow:
+		return h.leaseOp(n.leasedRow), nil
 	case ModeClaim:
 		return h.claimOp(n, owner), nil
 	case ModeUnguarded:
@@ -557,7 +633,7 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 // to apply (1213 on Galera) left the lease held: the record is read again
 // and written again with the same lease. Any other failed write gives the
 // lease back before starting over.
-func (h *harness) leaseOp(n *node) op {
+func (h *harness) leaseOp(leased *repository.Repository[fixtures.Account]) op {
 	return func(ctx context.Context, id int64) (int, error) {
 		attempts := 0
 		var lease *repository.Lease
@@ -568,34 +644,34 @@ func (h *harness) leaseOp(n *node) op {
 			var a *fixtures.Account
 			var err error
 			if lease == nil {
-				a, lease, err = n.leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
+				a, lease, err = leased.Leases().Acquire(ctx, id, "bench", repository.TTL(5*time.Second))
 			} else {
 				// Still ours; the rolled-back write left a's version
 				// changed in memory, so read it again.
-				a, err = n.leased.Get(ctx, id)
+				a, err = leased.Get(ctx, id)
 			}
 			if err != nil {
 				if lease != nil {
-					_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+					_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 					lease = nil
 				}
 				return err
 			}
 			a.Balance++
-			err = n.leased.Leases().Update(ctx, a, lease)
+			err = leased.Leases().Update(ctx, a, lease)
 			switch {
 			case err == nil:
 				lease = nil
 			case errors.Is(err, locking.ErrDeadlock), errors.Is(err, locking.ErrSerialization):
 				// Not applied, and the lease still held: try again with it.
 			default:
-				_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+				_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 				lease = nil
 			}
 			return err
 		})
 		if lease != nil {
-			_ = n.leased.Leases().Release(context.WithoutCancel(ctx), lease)
+			_ = leased.Leases().Release(context.WithoutCancel(ctx), lease)
 		}
 		return attempts, err
 	}
@@ -739,4 +815,33 @@ func (h *harness) gormOp(n *node) op {
 		})
 		return attempts, err
 	}
+}
+
+// pgxPoolOp is rawOp through pgx's own pool, with pgx's defaults, on
+// PostgreSQL.
+func (h *harness) pgxPoolOp(n *node) (op, error) {
+	pool, err := n.pgxPool(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	const sel = "SELECT id, version, created_at, updated_at, owner, balance, frozen FROM accounts WHERE id = $1"
+	const upd = "UPDATE accounts SET owner = $1, balance = $2, frozen = $3, version = GREATEST($4, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT), updated_at = $5 WHERE id = $6 AND version = $7 RETURNING version"
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, retryable, func(ctx context.Context) error {
+			attempts++
+			var a fixtures.Account
+			if err := pool.QueryRow(ctx, sel, id).Scan(&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
+				return err
+			}
+			a.Balance++
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			err := pool.QueryRow(ctx, upd, a.Owner, a.Balance, a.Frozen, a.Version+1, now, a.ID, a.Version).Scan(&a.Version)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return locking.ErrStaleData
+			}
+			return err
+		})
+		return attempts, err
+	}, nil
 }

@@ -222,6 +222,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	if err != nil {
 		return err
 	}
+	defer h.close()
 	if len(t.nodes) > 1 {
 		cfg.Nodes = len(t.nodes)
 	}

@@ -420,10 +420,11 @@ func runChild(in io.Reader, out io.Writer) (err error) {
 			return fmt.Errorf("node %d: %w", i+1, err)
 		}
 	}
-	h, err := newHarness(&target{nodes: nodes}, spec.DB, spec.Policy)
+	h, err := newHarness(&target{nodes: nodes, dsns: spec.DSNs}, spec.DB, spec.Policy)
 	if err != nil {
 		return err
 	}
+	defer h.close()
 	incs := make([]op, len(spec.Workers))
 	for i, w := range spec.Workers {
 		if incs[i], err = h.op(spec.Cell.Mode, h.nodes[w%len(h.nodes)], spec.Owner); err != nil {

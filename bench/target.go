@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/migrations"
 )
 
 // The databases -db names.
@@ -118,6 +119,10 @@ func openTarget(ctx context.Context, stderr io.Writer, db, dsn string, maxWorker
 				return nil, err
 			}
 			closers = append(closers, closeDB)
+			// The lease-row mode keeps its leases in the accounts' rows.
+			if err = migrations.AddLeaseColumns(ctx, g, &fixtures.Account{}); err != nil {
+				return nil, err
+			}
 		} else {
 			if g, err = fixtures.OpenDSN(d); err != nil {
 				return nil, fmt.Errorf("node %d: %w", i+1, err)

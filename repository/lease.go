@@ -58,6 +58,28 @@ func WithLeaseTTL(def, max time.Duration) Option {
 	}
 }
 
+// WithLeasesInRow is WithLeases (with its limits, or those of a
+// WithLeaseTTL given too) with each record's lease kept in the record's own
+// row rather than in LeaseTable: taking a lease is one conditional UPDATE of
+// the record's row that also reads the record, and Leases.Update one UPDATE
+// that checks the lease by its token, writes the record and ends the lease;
+// the guarded writes check the lease in the row they write. Add the columns
+// first with migrations.AddLeaseColumns for the model. Leases behave as with
+// the lease table (fences, tokens, owner release, expiry by the database's
+// clock, a lost grant on PostgreSQL); Leases.Sweep has nothing to do. Every
+// repository of a table must use the same layout. A table with the version
+// trigger (migrations.CreateVersionTrigger) keeps its leases in LeaseTable:
+// the trigger would give every lease change a new version.
+func WithLeasesInRow() Option {
+	return func(o *options) error {
+		if o.leases == nil {
+			o.leases = &leaseLimits{def: DefaultLeaseTTL, max: MaxLeaseTTL}
+		}
+		o.leaseInRow = true
+		return nil
+	}
+}
+
 // Lease is a time-limited exclusive right to change one record, returned by
 // Leases.Acquire. Keep it secret: whoever presents its Token can write the
 // record or release it.
@@ -198,6 +220,9 @@ func (ls *Leases[T]) Acquire(ctx context.Context, id any, owner string, opts ...
 	}
 	lease := &Lease{Table: r.m.table, ID: id, Owner: owner, Token: hex.EncodeToString(raw[:])}
 	var acquired, expires int64
+	if r.m.leases.row != nil {
+		return r.acquireRow(ctx, id, lease, ceilMillis(ttl))
+	}
 	if r.m.leases.pg != nil {
 		return r.getAndLockPG(ctx, id, lease, ttl)
 	}
@@ -295,13 +320,17 @@ func (ls *Leases[T]) Renew(ctx context.Context, l *Lease, opts ...LeaseOption) (
 	defer func() { oc.end(err) }()
 	var expires int64
 	args := append(r.m.keyArgs([]any{ceilMillis(ttl), r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
+	renew := r.m.leases.renew
+	if r.m.leases.row != nil {
+		args, renew = r.rowHeldArgs([]any{ceilMillis(ttl)}, l, id), r.m.leases.row.renew
+	}
 	if r.m.caps.VersionBack == dialect.LastInsertID {
 		var n int64
-		if n, expires, err = r.st.ExecResultID(ctx, r.m.leases.renew, args); err == nil && n == 0 {
+		if n, expires, err = r.st.ExecResultID(ctx, renew, args); err == nil && n == 0 {
 			err = sql.ErrNoRows
 		}
 	} else {
-		err = r.st.Exec(ctx, r.m.leases.renew, args, r.st.QueryRowScan(&expires))
+		err = r.st.Exec(ctx, renew, args, r.st.QueryRowScan(&expires))
 	}
 	switch {
 	case store.IsNoRows(err):
@@ -343,6 +372,9 @@ func (ls *Leases[T]) Sweep(ctx context.Context) (int64, error) {
 	if err := r.needLeases("Leases.Sweep"); err != nil {
 		return 0, err
 	}
+	if r.m.leases.row != nil {
+		return 0, nil // a lease in the record's row goes with the record
+	}
 	n, err := r.st.ExecResult(ctx, r.m.leases.sweep, []any{r.m.table})
 	if err != nil {
 		return 0, fmt.Errorf("%s: Leases.Sweep: %w", r.m.table, err)
@@ -362,9 +394,19 @@ func ReleaseOwnerLeases(ctx context.Context, db *gorm.DB, owner string) (int64, 
 	if owner == "" {
 		return 0, locking.Invalid("ReleaseOwnerLeases: owner is empty")
 	}
-	n, err := s.ExecResult(ctx, boundStmt(db, s.Caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.Caps.NowMillis)), []any{owner})
-	if err != nil {
-		return 0, fmt.Errorf("ReleaseOwnerLeases: %w", err)
+	var n int64
+	if !rowLeasesOnly(s) {
+		if n, err = s.ExecResult(ctx, boundStmt(db, s.Caps, strings.ReplaceAll(releaseOwnerSQL, "NOW", s.Caps.NowMillis)), []any{owner}); err != nil {
+			return 0, fmt.Errorf("ReleaseOwnerLeases: %w", err)
+		}
+	}
+	// The tables whose leases live in their rows.
+	for _, st := range rowLeaseReleases(s.SQLDB) {
+		k, err := s.ExecResult(ctx, st, []any{owner})
+		if err != nil {
+			return n, fmt.Errorf("ReleaseOwnerLeases: %w", err)
+		}
+		n += k
 	}
 	return n, nil
 }

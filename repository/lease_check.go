@@ -90,7 +90,11 @@ func (r *Repository[T]) leaseState(ctx context.Context, id any) (*LeaseState, er
 	db, _ := r.st.Conn(ctx)
 	var st LeaseState
 	var acquired, expires int64
-	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id),
+	query, args := r.m.leases.state, r.m.keyArgs([]any{r.m.table}, id)
+	if r.m.leases.row != nil {
+		query, args = r.m.leases.row.state, r.m.keyArgs(nil, id)
+	}
+	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, query, args,
 		&st.Owner, &st.Fence, &acquired, &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -147,7 +151,11 @@ func (r *Repository[T]) release(ctx context.Context, l *Lease, op string) error 
 	if err != nil {
 		return err
 	}
-	n, err := r.st.ExecResult(ctx, r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence))
+	st, args := r.m.leases.release, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hashToken(l.Token), l.Fence)
+	if r.m.leases.row != nil {
+		st, args = r.m.leases.row.release, r.rowHeldArgs(nil, l, id)
+	}
+	n, err := r.st.ExecResult(ctx, st, args)
 	if err != nil {
 		return fmt.Errorf("%s: %s id=%v: %w", r.m.table, op, l.ID, err)
 	}
@@ -180,6 +188,14 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	ctx, oc := r.observeLease(ctx, obsOp, id)
 	defer func() { oc.end(err) }()
 	_, inTx := r.st.Conn(ctx)
+	if op == "update" && r.m.leases.row != nil && !r.hooksFor(true).on {
+		if !inTx {
+			return r.updateRow(ctx, e, l, id, expected) // one statement
+		}
+		return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
+			return r.updateRow(ctx, e, l, id, expected)
+		})
+	}
 	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
 		// One statement, committed by itself (see pgLeaseSQL). Inside a
 		// transaction the savepoint below keeps a failed write from

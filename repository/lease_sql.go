@@ -38,6 +38,9 @@ type leaseSQL struct {
 	// PostgreSQL.
 	writeHeld, end store.Stmt
 	heldBy         string
+	// row holds the statements of leases kept in the record's row
+	// (WithLeasesInRow); then guard is set and every other field empty.
+	row *rowLeaseSQL
 }
 
 // buildLeaseSQL writes the lease statements for the table of m. Lease rows
@@ -47,6 +50,12 @@ type leaseSQL struct {
 // case-insensitive collation) are one lease. A soft-deleted record cannot
 // be leased.
 func buildLeaseSQL(db *gorm.DB, m *meta) *leaseSQL {
+	if m.leaseInRow {
+		return buildRowLeaseSQL(db, m)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		registerTableLeases(sqlDB)
+	}
 	now := m.caps.NowMillis
 	quote := func(name string) string {
 		var b strings.Builder

@@ -101,7 +101,11 @@ func (r *Repository[T]) leaseWriteChecks(ctx context.Context, e *T, id any, expe
 func (r *Repository[T]) leaseWriteMissed(ctx context.Context, held string, l *Lease, id any, hash string, expected int64) error {
 	db, _ := r.st.Conn(ctx)
 	var one int
-	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, held, append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence), &one)
+	args := append(r.m.keyArgs([]any{r.m.table, l.Key}, id), hash, l.Fence)
+	if r.m.leases.row != nil {
+		args = r.rowHeldArgs(nil, l, id)
+	}
+	err := r.st.ScanSQL(ctx, db.Statement.ConnPool, held, args, &one)
 	switch {
 	case store.IsNoRows(err):
 		return r.leaseRefused(ctx, id, l.Fence, "update")

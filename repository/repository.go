@@ -40,6 +40,7 @@ type Option func(*options) error
 type options struct {
 	retry       locking.RetryPolicy
 	leases      *leaseLimits
+	leaseInRow  bool
 	opRetention time.Duration
 	callbacks   *bool
 	adaptive    bool
@@ -91,6 +92,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Repository[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	m.leaseInRow = o.leaseInRow
 	m.buildSQL(db, o.leases != nil)
 	if o.callbacks != nil {
 		st.Callbacks = *o.callbacks

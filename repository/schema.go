@@ -55,7 +55,9 @@ func (e *SchemaError) Unwrap() error { return locking.ErrSchemaMismatch }
 // such records; for a nullable one the error says how to make it NOT NULL,
 // on the database in use.
 //
-// With leases on (WithLeases, WithLeaseTTL) it checks the lease table,
+// With leases in the record's row (WithLeasesInRow) it checks that T's table
+// has the lease columns migrations.AddLeaseColumns adds, the token's
+// nullable. With leases on (WithLeases, WithLeaseTTL) it checks the lease table,
 // LeaseTable, too: that it exists with every column gormlock uses, that
 // (resource, record_key) is its primary key, and that token_hash accepts NULL
 // (releasing a lease writes it). Without the table every guarded write of the
@@ -81,6 +83,12 @@ func (r *Repository[T]) VerifySchema(ctx context.Context) error {
 		return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
 	}
 	if r.leases == nil {
+		return schemaErr(entity)
+	}
+	if r.m.leases.row != nil {
+		if entity, err = r.verifyLeaseColumns(db, entity); err != nil {
+			return fmt.Errorf("%s: VerifySchema: %w", r.m.table, err)
+		}
 		return schemaErr(entity)
 	}
 	lease, err := verifyOwnTable(ctx, db, leaseTableSpec)

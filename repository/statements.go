@@ -58,6 +58,9 @@ type statements struct {
 	// guarded write also requires that no one else holds a lease on the
 	// record.
 	leases *leaseSQL
+	// leaseInRow says the leases live in the record's row
+	// (WithLeasesInRow).
+	leaseInRow bool
 }
 
 // buildSQL prepares the guarded statements, quoting every identifier and

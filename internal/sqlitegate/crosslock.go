@@ -95,8 +95,8 @@ func openCrossLockFile(path string) *crossLock {
 	return &crossLock{f: f, fd: int(f.Fd()), q: openTurnQueue(f)}
 }
 
-// lock takes the side-file lock, waiting until deadline at most (not at all
-// with nowait) and while ctx lasts. The error of a wait that ran out is a
+// lock takes the side-file lock, waiting until deadline at most (never, when
+// zero; not at all with nowait) and while ctx lasts. The error of a wait that ran out is a
 // *locking.DatabaseError of kind ErrLocked (ErrLockTimeout with timeout
 // set); that of a context that ended wraps ctx's error. Only the gate's
 // head calls it.
@@ -170,8 +170,12 @@ func (l *crossLock) spawn(t uint32, queued bool) chan error {
 // await waits for the lock to come on ch, from the goroutine that blocks
 // for it, until deadline and while ctx lasts.
 func (l *crossLock) await(ctx context.Context, ch chan error, timeout bool, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	var over <-chan time.Time // never, without a deadline
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		over = t.C
+	}
 	select {
 	case err := <-ch:
 		if err != nil {
@@ -179,7 +183,7 @@ func (l *crossLock) await(ctx context.Context, ch chan error, timeout bool, dead
 		}
 		return nil
 	case <-ctx.Done():
-	case <-t.C:
+	case <-over:
 	}
 	l.mu.Lock()
 	if l.waiter == ch {

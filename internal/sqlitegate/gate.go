@@ -32,9 +32,11 @@ import (
 //     served, and leave the queue when their context ends;
 //   - the writer at the head takes the lock with the connection's busy
 //     timeout set to 0, and when another process (or a connection gormlock
-//     does not manage) holds it, tries again after short sleeps that end with
-//     the context, for at most the busy timeout the connection was opened
-//     with (or what NoWait or LockTimeout ask for).
+//     does not manage) holds it, tries again after short sleeps, until the
+//     context ends (or what NoWait or LockTimeout ask for). The busy timeout
+//     the connection was opened with does not bound it: on a busy machine
+//     another process can hold the lock for longer than that, and a caller
+//     who gave its call more time should not get "database is locked".
 //
 // Every gormlock write on SQLite goes through it: a statement outside a
 // transaction for the statement's length, a transaction (RunInTx,
@@ -99,7 +101,7 @@ func gateOf(sqlDB *sql.DB) *sqliteGate {
 }
 
 // Wait bounds a wait for a lock: not at all (NoWait), at most Limit, or
-// (both zero) as long as the connection's own busy timeout.
+// (both zero) as long as the context lasts.
 type Wait struct {
 	NoWait bool
 	Limit  time.Duration
@@ -261,8 +263,11 @@ type Conn struct {
 	gate *sqliteGate
 	conn *sql.Conn
 	busy int64 // the connection's busy_timeout to restore, ms
-	// deadline ends the wait for the write lock, when set.
+	// deadline ends the wait for the write lock under LockTimeout.
 	deadline time.Time
+	// inSQLite says the connection kept its busy timeout: SQLite's busy
+	// handler waits for the lock (a context that can never end).
+	inSQLite bool
 	crossed  bool // holds gate.cross
 	// bad marks the connection as unusable (its settings or its
 	// transaction could not be restored): release drops it from the pool.
@@ -271,12 +276,16 @@ type Conn struct {
 
 // Take waits at the gate for the writer's turn, then takes a
 // connection and sets its busy_timeout to 0 so that waiting for the write
-// lock happens in lockSQLite, in Go. An error means nothing was sent.
+// lock happens in Lock, in Go. An error means nothing was sent.
 //
-// A context that can never end (context.Background) has nothing to stop a
-// wait, and then, without NoWait or LockTimeout, the connection keeps its
-// own busy timeout and waits in SQLite: the same wait, without setting and
-// restoring the timeout on every write.
+// Without NoWait or LockTimeout the wait is bounded by ctx alone, not by
+// the connection's busy timeout: a writer waits its turn as long as its
+// caller lets it, and a busy machine or a short busy timeout never turns
+// the wait into "database is locked". A context that can never end
+// (context.Background) has nothing to stop a wait, and then the connection
+// keeps its own busy timeout and waits in SQLite, again and again until
+// the lock is free: the same wait, without setting and restoring the
+// timeout on every write.
 func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 	g := gateOf(sqlDB)
 	crossed, err := g.enter(ctx, w)
@@ -293,24 +302,20 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 	if !g.crossOpened {
 		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
 	}
-	keep := ctx.Done() == nil && !w.NoWait && w.Limit == 0
-	var busy int64
-	if g.cross != nil || !keep {
-		if busy, err = g.busyTimeout(ctx, conn); err != nil {
+	c.inSQLite = ctx.Done() == nil && !w.NoWait && w.Limit == 0
+	if w.Limit > 0 {
+		c.deadline = start.Add(w.Limit)
+	}
+	if !c.inSQLite {
+		// Set before the wait for the cross-process lock, so that the
+		// other processes do not wait for this statement too (unless the
+		// lock was kept for this writer).
+		busy, err := g.busyTimeout(ctx, conn)
+		if err != nil {
 			c.bad = true
 			c.Release(ctx)
 			return nil, err
 		}
-	}
-	limit := w.Limit
-	if limit == 0 {
-		limit = time.Duration(busy) * time.Millisecond
-	}
-	c.deadline = start.Add(limit)
-	if !keep {
-		// Set before the wait for the cross-process lock, so that the
-		// other processes do not wait for this statement too (unless the
-		// lock was kept for this writer).
 		c.busy = busy
 		if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 			c.bad = true
@@ -331,20 +336,17 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 	return c, nil
 }
 
-// lockSQLite runs step, a statement that takes SQLite's write lock (a write,
-// or BEGIN IMMEDIATE), until the lock was free for it: while another
+// Lock runs step, a statement that takes SQLite's write lock (a write, or
+// BEGIN IMMEDIATE), until the lock was free for it: while another
 // connection holds the lock, step fails with SQLITE_BUSY having done
-// nothing, and is run again after a short sleep. It gives up when w's bound
-// (or the connection's busy timeout) has passed, with step's SQLITE_BUSY
-// error (ErrLockTimeout under LockTimeout), or when ctx ends, with ctx's
-// error; either way nothing was done.
+// nothing, and is run again after a short sleep. With NoWait it gives up at
+// once, with step's SQLITE_BUSY error (ErrLocked); with LockTimeout when
+// the limit has passed, with an error matching locking.ErrLockTimeout;
+// otherwise when ctx ends, with ctx's error. Either way nothing was done.
+// A wait is never reported as SQLite's "database is locked": that a
+// connection's busy timeout ran out only means another connection wrote
+// for that long.
 func (c *Conn) Lock(ctx context.Context, w Wait, step func() error) error {
-	deadline := c.deadline
-	if c.busy < 0 && w.Limit == 0 {
-		// The connection kept its busy timeout: it waited in SQLite
-		// already.
-		deadline = time.Time{}
-	}
 	sleep := 500 * time.Microsecond
 	for {
 		err := step()
@@ -358,15 +360,18 @@ func (c *Conn) Lock(ctx context.Context, w Wait, step func() error) error {
 		if !locking.IsSQLiteBusy(err) {
 			return err
 		}
-		if w.NoWait || !time.Now().Before(deadline) {
-			err = locking.Classify(err)
-			var de *locking.DatabaseError
-			if w.Limit > 0 && errors.As(err, &de) {
-				return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: de.Code, Err: de.Err}
-			}
-			return err
+		if w.NoWait {
+			return locking.Classify(err)
 		}
-		d := min(sleep/2+rand.N(sleep/2+1), time.Until(deadline))
+		if w.Limit > 0 && !time.Now().Before(c.deadline) {
+			return &locking.DatabaseError{Kind: locking.ErrLockTimeout, Code: locking.Code(locking.Classify(err)), Err: errLockWaitOver}
+		}
+		// With inSQLite, SQLite waited the connection's busy timeout in its
+		// busy handler already, and nothing can end the wait: wait again.
+		d := sleep/2 + rand.N(sleep/2+1)
+		if w.Limit > 0 {
+			d = min(d, time.Until(c.deadline))
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -330,6 +330,8 @@ func (s Store) sendPinned(ctx context.Context, query string, args []any, send Se
 	switch {
 	case err == nil:
 		return true, nil
+	case preparedStatementRefused(err):
+		return false, locking.Classify(err)
 	case !locking.NotSent(err):
 		return true, err
 	case !trustNotSent:
@@ -349,6 +351,24 @@ func (s Store) statementCanceller(ctx context.Context, conn *sql.Conn) canceller
 		return nil
 	}
 	return newCanceller(ctx, s.SQLDB, conn, s.Caps.Dialector())
+}
+
+// preparedStatementRefused reports whether err is PostgreSQL refusing a
+// statement pgx prepared and cached on the connection (its default mode on
+// a direct connection), before running it: the prepared statement is gone
+// (26000: DEALLOCATE or DISCARD ran on the session, or a pooler moved the
+// client to another server connection), another with its name exists
+// (42P05: a pooler's server connection shared by two clients), or the
+// table changed under its cached plan (0A000, "cached plan must not change
+// result type", after an ALTER TABLE). A statement outside a transaction
+// that fails did nothing, and pgx dropped it from its cache: it is sent
+// again, as a statement never sent is.
+func preparedStatementRefused(err error) bool {
+	switch locking.Code(err) {
+	case "26000", "42P05", "0A000":
+		return true
+	}
+	return false
 }
 
 // waitBudget returns how long a statement sent now may wait on the database

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	pgopen "github.com/gormlock/gormlock/opendb/postgres"
+
 	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -228,6 +231,53 @@ func TestOpenPostgres(t *testing.T) {
 			assert.Equal(t, 1, one)
 		})
 	}
+}
+
+// On a direct connection Open's default is pgx's cached prepared
+// statements (cache_statement), the fastest mode: the DSN names none, the
+// pool's connections run in that mode, and a statement run twice is
+// prepared once on the server (pg_prepared_statements lists it).
+// Negative control: the same DSN naming exec prepares nothing.
+func TestPostgresDirectConnectionUsesTheStatementCache(t *testing.T) {
+	dsn := testdb.PostgresDSN(t)
+	require.NotContains(t, dsn, "default_query_exec_mode")
+	ctx := testdb.Ctx(t)
+	full, err := pgopen.DSN(ctx, dsn)
+	require.NoError(t, err)
+	assert.Contains(t, full, "default_query_exec_mode=cache_statement")
+	mode, err := pgopen.Detect(ctx, dsn)
+	require.NoError(t, err)
+	assert.Equal(t, pgopen.DirectExecMode, mode)
+
+	prepared := func(t *testing.T, dsn string) (pgx.QueryExecMode, int) {
+		db, err := pgopen.Open(dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = fixtures.Close(db) })
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		conn, err := sqlDB.Conn(ctx)
+		require.NoError(t, err)
+		defer conn.Close()
+		var m pgx.QueryExecMode
+		require.NoError(t, conn.Raw(func(dc any) error {
+			m = dc.(*stdlib.Conn).Conn().Config().DefaultQueryExecMode
+			return nil
+		}))
+		for range 2 {
+			var n int
+			require.NoError(t, conn.QueryRowContext(ctx, "SELECT $1::int + 1", 41).Scan(&n))
+			require.Equal(t, 42, n)
+		}
+		var k int
+		require.NoError(t, conn.QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int + 1'").Scan(&k))
+		return m, k
+	}
+	m, k := prepared(t, dsn)
+	assert.Equal(t, pgx.QueryExecModeCacheStatement, m)
+	assert.Equal(t, 1, k, "prepared once, run twice")
+	m, k = prepared(t, dsn+"&default_query_exec_mode=exec")
+	assert.Equal(t, pgx.QueryExecModeExec, m)
+	assert.Zero(t, k, "negative control: exec prepares nothing by name")
 }
 
 func TestPostgresRejectsEmptyDSN(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/internal/tests/pgbouncer"
 	"github.com/gormlock/gormlock/locking"
+	pgopen "github.com/gormlock/gormlock/opendb/postgres"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -28,7 +29,8 @@ import (
 // already exists"); a pool whose cache says "prepared" but lands on another
 // server connection gets 26000 ("... does not exist"). The failures are
 // loud and definite: no call is misreported. The same two-pool workload
-// with the DSN as it is (exec) gets no error.
+// with the DSN as it is, naming no mode, gets no error: Open sees the
+// pooler and picks exec.
 func TestCacheStatementNegativeControl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -81,8 +83,31 @@ func TestCacheStatementNegativeControl(t *testing.T) {
 
 	before := balance()
 	acked, unknown, codes, sample = run(dsn)
-	require.Equal(t, 40, acked, "the DSN as it is (exec): every call applied; errors %v, e.g. %s", codes, sample)
+	require.Equal(t, 40, acked, "the DSN as it is (Open's default behind a pooler, exec): every call applied; errors %v, e.g. %s", codes, sample)
 	require.Zero(t, unknown)
 	require.Equal(t, before+40, balance())
-	t.Logf("the same DSN without naming a mode (exec): 40 of 40 acknowledged")
+	t.Logf("the same DSN without naming a mode (Open's default, exec behind the pooler): 40 of 40 acknowledged")
+}
+
+// Open's default for a DSN that names no mode: through PgBouncer, in
+// transaction and in session mode, the pooler answers the start-up with a
+// cancel key of its own, so the process id it gives is not the server
+// process's, and the mode is exec; on the server itself it is pgx's
+// cached prepared statements.
+func TestOpenDetectsThePooler(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := pgbouncer.Start(t, pgbouncer.Options{})
+	db := c.CreateDatabase(t)
+	for _, mode := range pgbouncer.Modes {
+		got, err := pgopen.Detect(ctx, c.DSN(mode, db))
+		require.NoError(t, err)
+		require.Equal(t, pgopen.PoolerExecMode, got, "through PgBouncer in %s mode", mode)
+		dsn, err := pgopen.DSN(ctx, c.DSN(mode, db))
+		require.NoError(t, err)
+		require.Contains(t, dsn, "default_query_exec_mode=exec")
+	}
+	got, err := pgopen.Detect(ctx, c.DirectDSN(db))
+	require.NoError(t, err)
+	require.Equal(t, pgopen.DirectExecMode, got, "on the server itself")
 }

@@ -414,8 +414,8 @@ func (c *Cluster) bouncer(mode Mode) *bouncer {
 }
 
 // DSN returns the pgx key=value DSN of database db through the PgBouncer of
-// mode. It names no default_query_exec_mode: opendb/postgres's Open adds
-// its own default.
+// mode. It names no default_query_exec_mode: opendb/postgres's Open sees
+// the pooler and picks exec.
 func (c *Cluster) DSN(mode Mode, db string) string { return c.dsn(c.bouncer(mode).port, db) }
 
 // DirectDSN returns the pgx key=value DSN of database db on the server

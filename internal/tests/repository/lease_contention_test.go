@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/locking"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -118,8 +117,8 @@ func contend(t *testing.T, db *gorm.DB, accounts *repository.Repository[fixtures
 // refused, no update is lost, and the accepted writes of each record come
 // from successive holders in fence order.
 func TestLeaseExclusionUnderContention(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		accounts, err := repository.New[fixtures.Account](db, repository.WithLeases())
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		accounts, err := repository.New[fixtures.Account](db, withLeases)
 		require.NoError(t, err)
 		ids, run := contend(t, db, accounts, func(ctx context.Context, a *fixtures.Account, l *repository.Lease) error {
 			return accounts.Leases().Update(ctx, a, l)
@@ -151,8 +150,8 @@ func TestLeaseExclusionUnderContention(t *testing.T) {
 // Negative control: the same workload writing without fencing (no lease
 // check, no version) loses updates: paused holders write back stale values.
 func TestLeaseWithoutFencingLosesUpdates(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		accounts, err := repository.New[fixtures.Account](db, repository.WithLeases())
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		accounts, err := repository.New[fixtures.Account](db, withLeases)
 		require.NoError(t, err)
 		ids, run := contend(t, db, accounts, func(ctx context.Context, a *fixtures.Account, _ *repository.Lease) error {
 			return db.WithContext(ctx).Exec("UPDATE accounts SET balance = ? WHERE id = ?", a.Balance, a.ID).Error

@@ -103,34 +103,41 @@ func TestLostLeaseGrantAfterCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL server of its own")
 	}
-	p := pgpair.Start(t, pgpair.Options{NoStandby: true, Settings: crashSettings})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	setup := openCrashDB(t, p.PrimaryDSN())
-	require.NoError(t, fixtures.Migrate(ctx, setup))
-	require.NoError(t, fixtures.Close(setup))
-
-	for round := 1; ; round++ {
-		lost := crashRound(t, ctx, p, round)
-		if lost > 0 || t.Failed() {
-			return
-		}
-		require.Less(t, round, crashRounds, "no grant was lost in %d rounds of kill -9: the test proves nothing", round)
-		t.Logf("round %d lost no grant (the WAL writer woke between the grants and the kill); again", round)
+	// A server of its own per layout: each layout kills it and starts it
+	// again, and a second restart of one data directory on a loaded
+	// machine can find the killed server's shared memory still in use.
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) {
+			p := pgpair.Start(t, pgpair.Options{NoStandby: true, Settings: crashSettings})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			setup := openCrashDB(t, p.PrimaryDSN())
+			require.NoError(t, fixtures.Migrate(ctx, setup))
+			withLeases := leaseLayout(t, setup, layout)
+			require.NoError(t, fixtures.Close(setup))
+			for round := 1; ; round++ {
+				lost := crashRound(t, ctx, p, round, layout, withLeases)
+				if lost > 0 || t.Failed() {
+					return
+				}
+				require.Less(t, round, crashRounds, "no grant was lost in %d rounds of kill -9: the test proves nothing", round)
+				t.Logf("round %d lost no grant (the WAL writer woke between the grants and the kill); again", round)
+			}
+		})
 	}
 }
 
 // crashRound grants leases (and the control's counter fence), kills the
 // server, starts it again, checks every guarantee, and returns how many of
 // the round's lease grants the crash lost.
-func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (lost int) {
+func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int, layout string, withLeases repository.Option) (lost int) {
 	t.Helper()
 	const keys = 20
 	before := openCrashDB(t, p.PrimaryDSN())
-	docs := leasedDocs(t, before)
+	docs := leasedDocs(t, before, withLeases)
 	ids := make([]string, keys)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("r%d-doc-%d", round, i)
+		ids[i] = fmt.Sprintf("%s-r%d-doc-%d", layout, round, i)
 		newDoc(t, docs, ids[i])
 	}
 	// Half the records have a lease row already (taken and released, both
@@ -141,7 +148,7 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		require.NoError(t, err)
 		require.NoError(t, docs.Leases().Release(ctx, l))
 	}
-	durable := grantCounter(t, ctx, before, fmt.Sprintf("r%d-durable", round), false)
+	durable := grantCounter(t, ctx, before, fmt.Sprintf("%s-r%d-durable", layout, round), false)
 
 	// The round's grants, none durable, and nothing durable after them.
 	type grant struct {
@@ -154,14 +161,14 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		require.NoError(t, err)
 		grants[i] = grant{d, l}
 	}
-	lostCounter := grantCounter(t, ctx, before, fmt.Sprintf("r%d-lost", round), true)
+	lostCounter := grantCounter(t, ctx, before, fmt.Sprintf("%s-r%d-lost", layout, round), true)
 	require.Equal(t, durable+1, lostCounter)
 	killServer(t, p)
 	require.NoError(t, p.StartPrimary(ctx))
 	require.NoError(t, fixtures.Close(before))
 
 	db := openCrashDB(t, p.PrimaryDSN())
-	docs = leasedDocs(t, db)
+	docs = leasedDocs(t, db, withLeases)
 	var counterLost bool
 	var fence int64
 	require.NoError(t, db.WithContext(ctx).Raw("SELECT fence FROM gormlock_leases WHERE resource = 'control' AND record_key = 'k'").Row().Scan(&fence))
@@ -169,7 +176,7 @@ func crashRound(t *testing.T, ctx context.Context, p *pgpair.Pair, round int) (l
 		counterLost = true
 		// Negative control: the counter hands the lost grant's fence out
 		// again, to someone else.
-		again := grantCounter(t, ctx, db, fmt.Sprintf("r%d-again", round), false)
+		again := grantCounter(t, ctx, db, fmt.Sprintf("%s-r%d-again", layout, round), false)
 		assert.Equal(t, lostCounter, again, "a counter fence repeats after a lost grant: the control shows the test can see it")
 	} else {
 		require.Equal(t, lostCounter, fence, "the control's fence is the durable one or the lost one")

@@ -18,10 +18,17 @@ import (
 // committed by themselves: no BEGIN, no COMMIT. A refused write sends the
 // statement and then reads what refused it.
 func TestLeaseRoundTripsPostgres(t *testing.T) {
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) { leaseRoundTrips(t, layout) })
+	}
+}
+
+func leaseRoundTrips(t *testing.T, layout string) {
 	db := testdb.Open(t, "postgres")
+	withLeases := leaseLayout(t, db, layout)
 	rec := &recorder{}
 	db = db.Session(&gorm.Session{Logger: rec})
-	docs := leasedDocs(t, db)
+	docs := leasedDocs(t, db, withLeases)
 	ctx := testdb.Ctx(t)
 	newDoc(t, docs, "doc-1")
 
@@ -32,7 +39,11 @@ func TestLeaseRoundTripsPostgres(t *testing.T) {
 		return err
 	})
 	require.Len(t, sqls, 1, "%q", sqls)
-	assert.Contains(t, sqls[0], "INSERT INTO gormlock_leases")
+	if layout == "table" {
+		assert.Contains(t, sqls[0], "INSERT INTO gormlock_leases")
+	} else {
+		assert.Contains(t, sqls[0], `UPDATE "documents"`, "the lease in the record's row: one UPDATE")
+	}
 
 	stale := *doc
 	stale.Version--

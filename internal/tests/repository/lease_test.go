@@ -23,9 +23,9 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-func leasedDocs(t *testing.T, db *gorm.DB, opts ...repository.Option) *repository.Repository[fixtures.Document] {
+func leasedDocs(t *testing.T, db *gorm.DB, withLeases repository.Option, opts ...repository.Option) *repository.Repository[fixtures.Document] {
 	t.Helper()
-	docs, err := repository.New[fixtures.Document](db, append([]repository.Option{repository.WithLeases()}, opts...)...)
+	docs, err := repository.New[fixtures.Document](db, append([]repository.Option{withLeases}, opts...)...)
 	require.NoError(t, err)
 	return docs
 }
@@ -71,8 +71,8 @@ func assertFence(t *testing.T, db *gorm.DB, l *repository.Lease, prev int64) {
 // Every row of the seed's table of what each operation does while a record
 // is locked.
 func TestLeaseBehaviourWhileLocked(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 
@@ -174,13 +174,17 @@ func TestLeaseBehaviourWhileLocked(t *testing.T) {
 
 // The database keeps only the token's hash.
 func TestLeaseTokenIsStoredHashed(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		newDoc(t, docs, "doc-1")
 		_, lease, err := docs.Leases().Acquire(context.Background(), "doc-1", "alice")
 		require.NoError(t, err)
 		var stored string
-		require.NoError(t, db.Raw("SELECT token_hash FROM gormlock_leases WHERE resource = 'documents' AND record_key = 'doc-1'").Scan(&stored).Error)
+		q := "SELECT token_hash FROM gormlock_leases WHERE resource = 'documents' AND record_key = 'doc-1'"
+		if leasesInRow(db) {
+			q = "SELECT gormlock_lease_token FROM documents WHERE id = 'doc-1'"
+		}
+		require.NoError(t, db.Raw(q).Scan(&stored).Error)
 		sum := sha256.Sum256([]byte(lease.Token))
 		assert.Equal(t, hex.EncodeToString(sum[:]), stored)
 	})
@@ -189,8 +193,8 @@ func TestLeaseTokenIsStoredHashed(t *testing.T) {
 // A write with the lease is one transaction: when the version guard refuses
 // it, the lease is still held.
 func TestWriteWithLeaseKeepsLeaseWhenStale(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 		doc, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
@@ -210,8 +214,8 @@ func TestWriteWithLeaseKeepsLeaseWhenStale(t *testing.T) {
 }
 
 func TestLeaseRenew(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 		_, lease, err := docs.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(time.Second))
@@ -243,9 +247,16 @@ func waitUnleased(t *testing.T, docs *repository.Repository[fixtures.Document], 
 }
 
 func TestLeaseTTLLimits(t *testing.T) {
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) { leaseTTLLimits(t, layout) })
+	}
+}
+
+func leaseTTLLimits(t *testing.T, layout string) {
 	db := testdb.Open(t, "sqlite")
+	withLeases := leaseLayout(t, db, layout)
 	ctx := context.Background()
-	docs := leasedDocs(t, db)
+	docs := leasedDocs(t, db, withLeases)
 	newDoc(t, docs, "doc-1")
 	for _, d := range []time.Duration{0, -time.Second, repository.MaxLeaseTTL + time.Millisecond} {
 		_, _, err := docs.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(d))
@@ -257,7 +268,7 @@ func TestLeaseTTLLimits(t *testing.T) {
 	_, _, err = docs.Leases().Acquire(ctx, "doc-1", "")
 	require.ErrorIs(t, err, locking.ErrInvalidArgument, "empty owner")
 
-	short, err := repository.New[fixtures.Document](db, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
+	short, err := repository.New[fixtures.Document](db, withLeases, repository.WithLeaseTTL(2*time.Second, 5*time.Second))
 	require.NoError(t, err)
 	_, _, err = short.Leases().Acquire(ctx, "doc-1", "alice", repository.TTL(6*time.Second))
 	require.ErrorIs(t, err, locking.ErrInvalidArgument)
@@ -280,8 +291,8 @@ func TestLeaseTTLLimits(t *testing.T) {
 // A holder that never unlocks is superseded after its TTL, by the database's
 // clock; its late writes are refused, and the fence tells the holders apart.
 func TestExpiredLeaseIsSuperseded(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 		old, oldLease, err := docs.Leases().Acquire(ctx, "doc-1", "sleepy", repository.TTL(20*time.Millisecond))
@@ -317,8 +328,8 @@ func TestExpiredLeaseIsSuperseded(t *testing.T) {
 
 // ReleaseOwnerLeases frees exactly one owner's leases.
 func TestReleaseOwner(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		owners := []string{"alice", "bob", "carol"}
 		held := map[string]int64{}
@@ -354,6 +365,14 @@ func TestReleaseOwner(t *testing.T) {
 		_, err = repository.ReleaseOwnerLeases(ctx, db, "")
 		require.ErrorIs(t, err, locking.ErrInvalidArgument)
 
+		if leasesInRow(db) {
+			// A lease in the record's row goes with the record: nothing
+			// to sweep.
+			swept, err := docs.Leases().Sweep(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, swept)
+			return
+		}
 		// Sweep drops the rows of deleted records whose lease is over:
 		// bob's (released) go, alice's (still held) stay even when her
 		// records are gone, and the rows of live records stay for their
@@ -370,8 +389,8 @@ func TestReleaseOwner(t *testing.T) {
 
 // Sweep keeps the lease rows of live records, so fences never restart.
 func TestSweepKeepsFences(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		ctx := context.Background()
 		newDoc(t, docs, "doc-1")
 		prev := int64(0)
@@ -391,8 +410,8 @@ func TestSweepKeepsFences(t *testing.T) {
 // A TTL under a millisecond is rounded up, never turned into an expired
 // lease.
 func TestShortTTLIsRoundedUp(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		docs := leasedDocs(t, db)
+	eachLeaseLayout(t, func(t *testing.T, db *gorm.DB, withLeases repository.Option) {
+		docs := leasedDocs(t, db, withLeases)
 		newDoc(t, docs, "doc-1")
 		_, l, err := docs.Leases().Acquire(context.Background(), "doc-1", "alice", repository.TTL(900*time.Microsecond))
 		require.NoError(t, err)
@@ -440,86 +459,100 @@ func TestLeaseKeyIsTheDatabasesKey(t *testing.T) {
 // A write already holding the record's row when the lease is granted
 // commits first, and the lease records the version after it.
 func TestGetAndLockWaitsForWriteInProgress(t *testing.T) {
-	db := testdb.Open(t, "postgres")
-	docs := leasedDocs(t, db)
-	ctx := context.Background()
-	newDoc(t, docs, "doc-1")
-	written := make(chan struct{})
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	letGo := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(letGo) // a failed assertion must not leave the writer's transaction open
-	writer := make(chan error, 1)
-	var wrote int64
-	go func() {
-		writer <- repository.RunInTx(ctx, db, func(ctx context.Context) error {
-			d, err := docs.Get(ctx, "doc-1")
-			if err != nil {
-				return err
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) {
+			db := testdb.Open(t, "postgres")
+			withLeases := leaseLayout(t, db, layout)
+			docs := leasedDocs(t, db, withLeases)
+			ctx := context.Background()
+			newDoc(t, docs, "doc-1")
+			written := make(chan struct{})
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			letGo := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(letGo) // a failed assertion must not leave the writer's transaction open
+			writer := make(chan error, 1)
+			var wrote int64
+			go func() {
+				writer <- repository.RunInTx(ctx, db, func(ctx context.Context) error {
+					d, err := docs.Get(ctx, "doc-1")
+					if err != nil {
+						return err
+					}
+					d.Title = "bob"
+					if err := docs.Update(ctx, d); err != nil {
+						return err
+					}
+					wrote = d.Version
+					close(written)
+					<-release
+					return nil
+				})
+			}()
+			<-written
+			type result struct {
+				d   *fixtures.Document
+				l   *repository.Lease
+				err error
 			}
-			d.Title = "bob"
-			if err := docs.Update(ctx, d); err != nil {
-				return err
+			got := make(chan result, 1)
+			go func() {
+				d, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
+				got <- result{d, l, err}
+			}()
+			// The grant's statement is longer than pg_stat_activity keeps of a
+			// query (1 KB by default): match its beginning.
+			grant := "WITH g AS (INSERT INTO gormlock_leases%"
+			if layout == "row" {
+				grant = `UPDATE "documents" SET "gormlock_lease_owner"%`
 			}
-			wrote = d.Version
-			close(written)
-			<-release
-			return nil
+			require.Eventually(t, func() bool {
+				var n int64
+				require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ?", grant).Scan(&n).Error)
+				return n > 0
+			}, 10*time.Second, 5*time.Millisecond, "Leases.Acquire waits for the write holding the row")
+			select {
+			case r := <-got:
+				t.Fatalf("Acquire returned while the write was in progress: %v", r.err)
+			default:
+			}
+			letGo()
+			require.NoError(t, <-writer)
+			r := <-got
+			require.NoError(t, r.err)
+			assert.Equal(t, wrote, r.l.Version, "the version the write in progress committed")
+			assert.Equal(t, "bob", r.d.Title)
+			r.d.Title = "alice"
+			require.NoError(t, docs.Leases().Update(ctx, r.d, r.l))
 		})
-	}()
-	<-written
-	type result struct {
-		d   *fixtures.Document
-		l   *repository.Lease
-		err error
 	}
-	got := make(chan result, 1)
-	go func() {
-		d, l, err := docs.Leases().Acquire(ctx, "doc-1", "alice")
-		got <- result{d, l, err}
-	}()
-	// The grant's statement is longer than pg_stat_activity keeps of a
-	// query (1 KB by default): match its beginning.
-	require.Eventually(t, func() bool {
-		var n int64
-		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH g AS (INSERT INTO gormlock_leases%'").Scan(&n).Error)
-		return n > 0
-	}, 10*time.Second, 5*time.Millisecond, "Leases.Acquire waits for the write holding the row")
-	select {
-	case r := <-got:
-		t.Fatalf("Acquire returned while the write was in progress: %v", r.err)
-	default:
-	}
-	letGo()
-	require.NoError(t, <-writer)
-	r := <-got
-	require.NoError(t, r.err)
-	assert.Equal(t, wrote, r.l.Version, "the version the write in progress committed")
-	assert.Equal(t, "bob", r.d.Title)
-	r.d.Title = "alice"
-	require.NoError(t, docs.Leases().Update(ctx, r.d, r.l))
 }
 
 // In a REPEATABLE READ transaction the lease check could miss a lease taken
 // after its snapshot: lease-guarded writes refuse to run there.
 func TestLeaseGuardedWriteRefusesRepeatableRead(t *testing.T) {
-	db := testdb.Open(t, "postgres")
-	docs := leasedDocs(t, db)
-	ctx := context.Background()
-	newDoc(t, docs, "doc-1")
-	err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
-		d, err := docs.Get(ctx, "doc-1")
-		require.NoError(t, err)
-		_, _, err = docs.Leases().Acquire(context.Background(), "doc-1", "alice") // outside, after the snapshot
-		require.NoError(t, err)
-		d.Title = "bob"
-		err = docs.Update(ctx, d)
-		require.ErrorIs(t, err, locking.ErrNotSupported)
-		require.ErrorIs(t, docs.Delete(ctx, d), locking.ErrNotSupported)
-		return nil
-	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
-	require.NoError(t, err)
-	got, err := docs.Get(ctx, "doc-1")
-	require.NoError(t, err)
-	assert.Equal(t, "draft", got.Title)
+	for _, layout := range leaseLayouts {
+		t.Run(layout, func(t *testing.T) {
+			db := testdb.Open(t, "postgres")
+			withLeases := leaseLayout(t, db, layout)
+			docs := leasedDocs(t, db, withLeases)
+			ctx := context.Background()
+			newDoc(t, docs, "doc-1")
+			err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+				d, err := docs.Get(ctx, "doc-1")
+				require.NoError(t, err)
+				_, _, err = docs.Leases().Acquire(context.Background(), "doc-1", "alice") // outside, after the snapshot
+				require.NoError(t, err)
+				d.Title = "bob"
+				err = docs.Update(ctx, d)
+				require.ErrorIs(t, err, locking.ErrNotSupported)
+				require.ErrorIs(t, docs.Delete(ctx, d), locking.ErrNotSupported)
+				return nil
+			}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+			require.NoError(t, err)
+			got, err := docs.Get(ctx, "doc-1")
+			require.NoError(t, err)
+			assert.Equal(t, "draft", got.Title)
+		})
+	}
 }

@@ -72,13 +72,7 @@ var exempt = []string{"bench/README.md", "CHANGELOG.md"}
 // known are problems another change in progress is fixing, as
 // "document: what" (a fact's what, or a ratio), with who fixes them. An
 // entry that no longer occurs is itself a problem: remove it.
-var known = map[string]string{
-	// choosing-a-mode.md's lease figures: issue 29 measures leases again
-	// and rewrites them.
-	"docs/choosing-a-mode.md: the throughput of leases against raw": "issue 29",
-	"docs/choosing-a-mode.md: 0.43–0.46×":                           "issue 29",
-	"docs/performance.md: 0.43–0.46×":                               "issue 29",
-}
+var known = map[string]string{}
 
 func main() {
 	problems, err := check(".")
