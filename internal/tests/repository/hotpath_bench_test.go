@@ -3,7 +3,9 @@ package repository_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, with pgx's defaults
@@ -19,9 +21,9 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-// hotPathRound counts BenchmarkHotPath's rounds (one per -count), so the
-// rounds alternate which side of each pair runs first.
-var hotPathRound int
+// hotPathRoundEnv numbers BenchmarkHotPath's round (one test process each):
+// in odd rounds the baseline of each pair runs first, in even ones gormlock.
+const hotPathRoundEnv = "GORMLOCK_BENCH_ROUND"
 
 // BenchmarkHotPath measures issue 29's hot path, defaults everywhere, each
 // pair side by side in one round: gormlock opened by opendb/postgres or
@@ -40,13 +42,16 @@ var hotPathRound int
 // synchronous=NORMAL, busy timeout): the drivers' own defaults would put
 // the baselines on a rollback journal with synchronous=FULL, another
 // database setup rather than another client. One worker, one row per side.
-// Each -count is a round; the pairs of a round run next to each other,
-// alternately gormlock first and baseline first. Compare the pairs' ratios
-// within a round, not across rounds:
+// A round is one run of the test binary (-count repeats each sub-benchmark
+// back to back, which would not interleave them): the pairs of a round run
+// next to each other, gormlock first or the baseline first as
+// GORMLOCK_BENCH_ROUND is even or odd. Compare the pairs' ratios within a
+// round, not across rounds:
 //
-//	go test ./internal/tests/repository -run '^$' -bench '^BenchmarkHotPath$' -benchmem -count 7
+//	go test -c -o /tmp/hotpath.test ./internal/tests/repository
+//	for r in 1 2 3 4 5 6 7 8; do GORMLOCK_BENCH_ROUND=$r /tmp/hotpath.test -test.run '^$' -test.bench '^BenchmarkHotPath$' -test.benchmem; done
 func BenchmarkHotPath(b *testing.B) {
-	hotPathRound++
+	round, _ := strconv.Atoi(os.Getenv(hotPathRoundEnv))
 	for _, dialect := range []string{"postgres", "sqlite"} {
 		b.Run("db="+dialect, func(b *testing.B) {
 			var glDB, gormDB *gorm.DB
@@ -105,7 +110,7 @@ func BenchmarkHotPath(b *testing.B) {
 					func() { b.Run("op="+op+"/impl=gormlock", gl) },
 					func() { b.Run("op="+op+"/impl="+baselineName, baseline) },
 				}
-				if hotPathRound%2 == 0 {
+				if round%2 == 1 {
 					sides[0], sides[1] = sides[1], sides[0]
 				}
 				for _, run := range sides {
