@@ -1,0 +1,177 @@
+package repository_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, with pgx's defaults
+	_ "github.com/mattn/go-sqlite3"    // the "sqlite3" database/sql driver
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
+	pgopen "github.com/gormlock/gormlock/opendb/postgres"
+	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// hotPathRoundEnv numbers BenchmarkHotPath's round (one test process each):
+// in odd rounds the baseline of each pair runs first, in even ones gormlock.
+const hotPathRoundEnv = "GORMLOCK_BENCH_ROUND"
+
+// BenchmarkHotPath measures issue 29's hot path, defaults everywhere, each
+// pair side by side in one round: gormlock opened by opendb/postgres or
+// opendb/sqlite with nothing set, against
+//
+//   - Get: plain GORM's First, opened with gorm.io/driver/postgres (or
+//     gorm.io/driver/sqlite) and an empty gorm.Config;
+//   - Update: the same guarded UPDATE ... WHERE id = ? AND version = ?
+//     through database/sql with pgx's driver and its defaults (or
+//     go-sqlite3);
+//   - Mutate: the same read-modify-write written by hand with plain GORM
+//     (First, change, Updates with a version condition, RowsAffected checked).
+//
+// On PostgreSQL every side connects directly with the same DSN. On SQLite
+// every side opens the same file with opendb/sqlite's DSN (WAL,
+// synchronous=NORMAL, busy timeout): the drivers' own defaults would put
+// the baselines on a rollback journal with synchronous=FULL, another
+// database setup rather than another client. One worker, one row per side.
+// A round is one run of the test binary (-count repeats each sub-benchmark
+// back to back, which would not interleave them): the pairs of a round run
+// next to each other, gormlock first or the baseline first as
+// GORMLOCK_BENCH_ROUND is even or odd. Compare the pairs' ratios within a
+// round, not across rounds:
+//
+//	go test -c -o /tmp/hotpath.test ./internal/tests/repository
+//	for r in 1 2 3 4 5 6 7 8; do GORMLOCK_BENCH_ROUND=$r /tmp/hotpath.test -test.run '^$' -test.bench '^BenchmarkHotPath$' -test.benchmem; done
+func BenchmarkHotPath(b *testing.B) {
+	round, _ := strconv.Atoi(os.Getenv(hotPathRoundEnv))
+	for _, dialect := range []string{"postgres", "sqlite"} {
+		b.Run("db="+dialect, func(b *testing.B) {
+			var glDB, gormDB *gorm.DB
+			var sqlDB *sql.DB
+			var err error
+			switch dialect {
+			case "postgres":
+				dsn := testdb.PostgresSchema(b)
+				glDB, err = pgopen.Open(dsn)
+				if err == nil {
+					gormDB, err = gorm.Open(postgres.Open(dsn), &gorm.Config{})
+				}
+				if err == nil {
+					sqlDB, err = sql.Open("pgx", dsn)
+				}
+			case "sqlite":
+				path := filepath.Join(b.TempDir(), "hotpath.db")
+				var dsn string
+				dsn, err = sqliteopen.DSN(path)
+				if err == nil {
+					glDB, err = sqliteopen.Open(path)
+				}
+				if err == nil {
+					gormDB, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{})
+				}
+				if err == nil {
+					sqlDB, err = sql.Open("sqlite3", dsn)
+				}
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				_ = sqlDB.Close()
+				_ = fixtures.Close(gormDB)
+				_ = fixtures.Close(glDB)
+			})
+			ctx := context.Background()
+			if err := fixtures.Migrate(ctx, glDB); err != nil {
+				b.Fatal(err)
+			}
+			accounts, err := repository.New[fixtures.Account](glDB)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mine := &fixtures.Account{Owner: "gormlock", Balance: 1}
+			theirs := &fixtures.Account{Owner: "baseline", Balance: 1}
+			for _, a := range []*fixtures.Account{mine, theirs} {
+				if err := accounts.Create(ctx, a); err != nil {
+					b.Fatal(err)
+				}
+			}
+			inc := func(a *fixtures.Account) error { a.Balance++; return nil }
+			pair := func(op, baselineName string, baseline, gl func(b *testing.B)) {
+				sides := []func(){
+					func() { b.Run("op="+op+"/impl=gormlock", gl) },
+					func() { b.Run("op="+op+"/impl="+baselineName, baseline) },
+				}
+				if round%2 == 1 {
+					sides[0], sides[1] = sides[1], sides[0]
+				}
+				for _, run := range sides {
+					run()
+				}
+			}
+			pair("Get", "gorm-first", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					var x fixtures.Account
+					if err := gormDB.WithContext(ctx).First(&x, theirs.ID).Error; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := accounts.Get(ctx, mine.ID); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			pair("Update", "database-sql", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					theirs.Balance++
+					if ok, err := rawUpdate(ctx, sqlDB, dialect, theirs); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+			}, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					mine.Balance++
+					if err := accounts.Update(ctx, mine); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			pair("Mutate", "gorm-by-hand", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					var x fixtures.Account
+					if err := gormDB.WithContext(ctx).First(&x, theirs.ID).Error; err != nil {
+						b.Fatal(err)
+					}
+					x.Balance++
+					res := gormDB.WithContext(ctx).Model(&fixtures.Account{}).Where("id = ? AND version = ?", x.ID, x.Version).
+						Updates(map[string]any{"balance": x.Balance, "version": x.Version + 1})
+					if res.Error != nil || res.RowsAffected != 1 {
+						b.Fatal(res.Error, res.RowsAffected)
+					}
+				}
+			}, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := accounts.Mutate(ctx, mine.ID, inc); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
