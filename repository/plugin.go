@@ -182,6 +182,9 @@ type plugin struct {
 	// versions maps a *schema.Schema to its version field, nil for a
 	// model without a usable one.
 	versions sync.Map
+	// unversioned maps a *schema.Schema to whether its model has fields
+	// tagged gormlock:"unversioned".
+	unversioned sync.Map
 }
 
 // Name implements gorm.Plugin: "gormlock".
@@ -235,4 +238,24 @@ func (p *plugin) versionOf(s *schema.Schema) *schema.Field {
 	f, _ := versionField(s)
 	p.versions.Store(s, f)
 	return f
+}
+
+// hasUnversioned reports whether the model s describes has fields tagged
+// gormlock:"unversioned" (UnversionedTag).
+func (p *plugin) hasUnversioned(s *schema.Schema) bool {
+	if s == nil {
+		return false
+	}
+	if has, ok := p.unversioned.Load(s); ok {
+		return has.(bool)
+	}
+	has := false
+	for _, f := range s.Fields {
+		if isUnversioned(f) {
+			has = true
+			break
+		}
+	}
+	p.unversioned.Store(s, has)
+	return has
 }
