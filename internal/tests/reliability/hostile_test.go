@@ -1283,6 +1283,17 @@ func hostileMiscCases() []hostileCase {
 	add("New", "nil Option and WithLeases", []string{"WithLeases"}, hostileOK, func(_ context.Context, f *hostileFixture) error {
 		return newDoc(f.db, nil, repository.WithLeases())
 	})
+	add("New", "WithLeasesInRow, then WithLeaseTTL", []string{"WithLeasesInRow"}, hostileOK, func(_ context.Context, f *hostileFixture) error {
+		return newDoc(f.db, repository.WithLeasesInRow(), repository.WithLeaseTTL(time.Second, 2*time.Second))
+	})
+	add("New", "WithLeasesInRow on a table without the lease columns: Acquire fails, nothing leased", []string{"WithLeasesInRow"}, hostileFails, func(ctx context.Context, f *hostileFixture) error {
+		docs, err := repository.New[fixtures.Document](f.db, repository.WithLeasesInRow())
+		if err != nil {
+			return err
+		}
+		_, _, err = docs.Leases().Acquire(ctx, "hostile-no-columns", "alice")
+		return err
+	})
 	add("New", "T is not a struct", nil, hostileInvalid, func(_ context.Context, f *hostileFixture) error {
 		_, err := repository.New[int](f.db)
 		return err
@@ -1630,7 +1641,7 @@ func TestHostileRepositoryCalls(t *testing.T) {
 var hostileFunctions = []string{
 	"New", "RunInTx", "InTx", "ReleaseOwnerLeases", "LookupOperation", "PurgeOperations",
 	"OpKey", "Where", "OrderBy", "Limit", "Offset", "TTL", "NoWait", "LockTimeout", "ForShare",
-	"Retry", "WithLeases", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
+	"Retry", "WithLeases", "WithLeasesInRow", "WithLeaseTTL", "WithOperationRetention", "WithRetryPolicy",
 	"VerifyOperationSchema", "WithCallbacks", "WithTx", "Tx", "Permanently", "SkipAssociations", "IncludeDeleted", "Preload",
 	"WithAdaptive", "Report", "WithMutateHook", "Add", "SetTo", "Expr", "If",
 	"Plugin", "GuardGORMUpdates", "StrictGORMWrites", "Columns", "WithObserver", "ObserverPlugin",

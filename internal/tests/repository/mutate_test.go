@@ -147,18 +147,20 @@ func TestMutateErrors(t *testing.T) {
 // the row lock: this test needs the optimistic wait, so it turns that off.)
 func TestMutateStopsOnCancel(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
-		accounts, err := repository.New[fixtures.Account](db, repository.WithAdaptive(false))
-		require.NoError(t, err)
-		a := newAccount(t, accounts, "ann", 10)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		// ctx ends as the first attempt has failed, while Mutate waits to
+		// retry (a timer could end it during the write on a loaded
+		// machine, which is another test's case).
+		accounts, err := repository.New[fixtures.Account](db, repository.WithAdaptive(false), repository.WithObserver(cancelAfterAttempt{cancel}))
+		require.NoError(t, err)
+		a := newAccount(t, accounts, "ann", 10)
 
 		calls := 0
 		slow := locking.RetryPolicy{MaxAttempts: 10, BaseDelay: time.Hour, MaxDelay: time.Hour}
 		_, err = accounts.Mutate(ctx, a.ID, func(a *fixtures.Account) error {
 			calls++
 			require.NoError(t, db.Exec("UPDATE accounts SET version = version + 1 WHERE id = ?", a.ID).Error)
-			time.AfterFunc(10*time.Millisecond, cancel) // cancel while Mutate waits to retry
 			return nil
 		}, repository.Retry(slow))
 		require.ErrorIs(t, err, context.Canceled)
@@ -166,6 +168,19 @@ func TestMutateStopsOnCancel(t *testing.T) {
 		require.Equal(t, 1, calls)
 	})
 }
+
+// cancelAfterAttempt cancels the call's context when an attempt ends.
+type cancelAfterAttempt struct{ cancel context.CancelFunc }
+
+func (cancelAfterAttempt) StartCall(ctx context.Context, _ repository.Call) context.Context {
+	return ctx
+}
+func (o cancelAfterAttempt) Attempt(context.Context, repository.Call, repository.Attempt) {
+	o.cancel()
+}
+func (cancelAfterAttempt) EndCall(context.Context, repository.Call, repository.CallEnd) {}
+func (cancelAfterAttempt) Wait(context.Context, repository.Wait)                        {}
+func (cancelAfterAttempt) UnknownOutcome(context.Context, repository.UnknownOutcome)    {}
 
 func TestUpsert(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {

@@ -433,10 +433,12 @@ func observerAllocs(t *testing.T, db *gorm.DB) {
 		}
 		return least
 	}
-	// The means are compared to within half an allocation.
+	// The means are compared to within 0.9 of an allocation: one more
+	// allocation in any one of the three calls (+1) fails, the drivers'
+	// noise (up to 0.55 measured under CI's load) does not.
 	none := allocs(nil)
-	require.InDelta(t, none, allocs(nopObserver{}), 0.5)
-	require.InDelta(t, none+3, allocs(markingObserver{}), 0.5, "the control: three calls, one context each")
+	require.InDelta(t, none, allocs(nopObserver{}), 0.9)
+	require.InDelta(t, none+3, allocs(markingObserver{}), 0.9, "the control: three calls, one context each")
 }
 
 // meanAllocs is the mean number of allocations of a run of f, as
