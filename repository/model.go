@@ -40,6 +40,9 @@ const VersionTag = "version"
 //     between makes the attempt stale, and it is retried from a fresh read,
 //     so nothing is lost.
 //   - Create writes it.
+//   - Through the GORM plugin (Plugin), a plain GORM update from a struct
+//     (db.Save, Updates of a struct) never writes it, and one that names it
+//     with a value rather than an expression is refused or reported.
 //
 // New refuses the tag, with an error matching locking.ErrInvalidArgument
 // naming the field, on a key field, the version, a creation, update or

@@ -45,6 +45,17 @@ import (
 //     time GORM adds, leaves the version as it is.
 //   - Save of an existing record (GORM's update of every column): the same;
 //     the version the entity holds in memory is not written back.
+//   - Fields tagged gormlock:"unversioned" are never written from a struct:
+//     Save, and Updates or UpdateColumns of a struct (Select("*")
+//     included), leave them out of the statement, so a struct read before
+//     an Apply changed them (which left the version, and so the guard,
+//     where it was) cannot put back the value it read; the struct keeps
+//     the value it held, which may be stale. Named in the update (Update's
+//     column, a map's key, a Select of a struct), such a field is written
+//     as named: an expression the database computes (gorm.Expr("stock -
+//     ?", 1)) is safe; a value from the application is a blind write,
+//     which StrictGORMWrites refuses, and which it and GuardGORMUpdates
+//     otherwise report as a warning.
 //   - Create (of a struct, a slice, a map or a []map; CreateInBatches,
 //     FirstOrCreate and the insert of Save included) gives every record a
 //     first version never used before: the larger of one above the version
@@ -129,6 +140,12 @@ func (f pluginFunc) applyPlugin(c *pluginConfig) error { return f(c) }
 // Updates whose model holds no version (db.Model(&Token{}).Where(...)), a
 // slice, or a record without its key, are not guarded: they still advance
 // the version.
+//
+// The version does not guard fields tagged gormlock:"unversioned": an
+// update from a struct leaves them out (see Plugin), and one that names
+// such a field with a value from the application rather than an
+// expression (Update("stock", 5)) runs, and the GORM logger's Warn names
+// the field, the table and the calling file and line.
 func GuardGORMUpdates() PluginOption {
 	return pluginFunc(func(c *pluginConfig) error {
 		c.guard = true
@@ -161,6 +178,13 @@ func GuardGORMUpdates() PluginOption {
 // Warn names the table and the calling file and line (GORM's logger shows
 // warnings at its Warn level and above).
 //
+// An update that names a field tagged gormlock:"unversioned" with a value
+// from the application (Update("stock", 5), Updates(map[string]any{"stock":
+// 5}), Select("Stock") beside a struct) is reported the same way, guarded
+// or not, naming the field: the version does not guard such a field, so
+// the value can erase a concurrent Apply of it. An expression the database
+// computes (gorm.Expr("stock - ?", 1)) is not reported.
+//
 // Creates, upserts included, are not reported, and raw SQL is never seen
 // (see Plugin). Giving the option twice with different values is an error
 // matching locking.ErrInvalidArgument.
@@ -182,6 +206,9 @@ type plugin struct {
 	// versions maps a *schema.Schema to its version field, nil for a
 	// model without a usable one.
 	versions sync.Map
+	// unversioned maps a *schema.Schema to whether its model has fields
+	// tagged gormlock:"unversioned".
+	unversioned sync.Map
 }
 
 // Name implements gorm.Plugin: "gormlock".
@@ -235,4 +262,24 @@ func (p *plugin) versionOf(s *schema.Schema) *schema.Field {
 	f, _ := versionField(s)
 	p.versions.Store(s, f)
 	return f
+}
+
+// hasUnversioned reports whether the model s describes has fields tagged
+// gormlock:"unversioned" (UnversionedTag).
+func (p *plugin) hasUnversioned(s *schema.Schema) bool {
+	if s == nil {
+		return false
+	}
+	if has, ok := p.unversioned.Load(s); ok {
+		return has.(bool)
+	}
+	has := false
+	for _, f := range s.Fields {
+		if isUnversioned(f) {
+			has = true
+			break
+		}
+	}
+	p.unversioned.Store(s, has)
+	return has
 }

@@ -69,6 +69,11 @@ func (w *pluginWrites) updateGuard(db *gorm.DB) {
 		return
 	}
 	st := &updateState{version: ver}
+	if (w.cfg.guard || w.cfg.strict != nil) && w.hasUnversioned(stmt.Schema) {
+		if names := blindUnversioned(stmt); len(names) > 0 && !w.blindWrite(db, names) {
+			return
+		}
+	}
 	if w.cfg.guard && !w.guard(db, st) {
 		return
 	}
@@ -162,6 +167,9 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 	}
 	c, hadSet := stmt.Clauses["SET"]
 	var set, out clause.Set
+	// omit: the update is from a struct of a model with unversioned
+	// fields; emptied: it wrote nothing but them, and the update time.
+	var omit, emptied bool
 	if hadSet {
 		s, ok := c.Expression.(clause.Set)
 		if !ok {
@@ -172,27 +180,37 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 	} else {
 		// ConvertToAssignments copies the values of a map (or of another
 		// struct) into the model: the version the entity holds stays what
-		// it was (see Plugin).
-		var fv reflect.Value
-		var saved int64
-		if rv := stmt.ReflectValue; stmt.Dest != stmt.Model && rv.Kind() == reflect.Struct && rv.CanAddr() && rv.Type() == stmt.Schema.ModelType {
-			if v, ok := fieldOf(st.version, rv); ok && isIntKind(v.Kind()) {
-				fv, saved = v, v.Int()
-			}
+		// it was (see Plugin). An update from a struct leaves out the
+		// unversioned fields it does not name, and the entity keeps its
+		// values of them (and of the update time, when nothing else is
+		// written).
+		omit = fromStruct(stmt) && w.hasUnversioned(stmt.Schema)
+		var kept []fieldCopy
+		if rv := stmt.ReflectValue; rv.Kind() == reflect.Struct && rv.CanAddr() && rv.Type() == stmt.Schema.ModelType {
+			kept = keepFields(rv, stmt.Schema.Fields, func(f *schema.Field) bool {
+				return f == st.version && stmt.Dest != stmt.Model && isIntKind(f.StructField.Type.Kind()) ||
+					omit && (isUnversioned(f) || f.AutoUpdateTime != 0)
+			})
 		}
 		set = callbacks.ConvertToAssignments(stmt)
-		if fv.IsValid() && fv.Int() != saved {
-			fv.SetInt(saved)
-		}
+		defer func() {
+			restoreFields(kept, func(f *schema.Field) bool {
+				return f == st.version || isUnversioned(f) && !selectsByName(stmt, f) || f.AutoUpdateTime != 0 && emptied
+			})
+		}()
 		if db.Error != nil || len(set) == 0 {
 			return // GORM's update does nothing either
 		}
 		out = set[:0] // GORM's own slice, built for this statement
 		c = clause.Clause{Name: "SET"}
 	}
-	unversioned, versioned := false, false
+	unversioned, versioned, omitted := false, false, false
 	for _, a := range set {
 		if isVersionColumn(a.Column.Name, st.version) {
+			continue
+		}
+		if omit && omittedUnversioned(stmt, a) {
+			omitted = true
 			continue
 		}
 		out = append(out, a)
@@ -204,7 +222,13 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 			versioned = true
 		}
 	}
-	if unversioned && !versioned {
+	if omitted && !versioned {
+		// An update from a struct of nothing but unversioned fields (and
+		// the update time): it writes nothing (SET id = id), and the
+		// version stays.
+		out, emptied = out[:0], true
+	}
+	if unversioned && !versioned || emptied {
 		// A change of fields outside the version (UnversionedTag) only:
 		// the version stays, as for Apply.
 		c.Expression = out
