@@ -3,6 +3,7 @@ package repository
 import (
 	"errors"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -45,7 +46,12 @@ func isConflict(err error) bool {
 func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetryable(err) }
 
 // isLockRetryable reports whether a locked read-modify-write may run again:
-// the database broke a deadlock or a serialization conflict by aborting it.
+// the database broke a deadlock or a serialization conflict by aborting it,
+// or PostgreSQL refused a statement pgx had prepared on the connection
+// before running it (a pooler in transaction mode behind a connection in
+// pgx's cache_statement mode: see store.PreparedStatementGone), which
+// aborted the attempt's transaction. pgx dropped the statement from its
+// cache: the next attempt prepares it again.
 func isLockRetryable(err error) bool {
 	if _, ok := err.(*abortError); ok {
 		return false
@@ -53,5 +59,6 @@ func isLockRetryable(err error) bool {
 	if errors.Is(err, locking.ErrCommitUnknown) {
 		return false
 	}
-	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
+	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization) ||
+		store.PreparedStatementGone(err)
 }

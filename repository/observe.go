@@ -98,7 +98,9 @@ const (
 	AttemptConflict
 	// AttemptAborted: the database aborted the attempt to break a
 	// deadlock or a serialization conflict (locking.ErrDeadlock,
-	// locking.ErrSerialization).
+	// locking.ErrSerialization), or PostgreSQL refused a statement pgx had
+	// prepared on a connection a pooler in transaction mode shared
+	// (SQLSTATE 26000, 42P05), which aborted the attempt's transaction.
 	AttemptAborted
 	// AttemptReleased: fn held the row lock longer than a locked attempt
 	// allows, and its transaction was rolled back (MutateReport.Released).
