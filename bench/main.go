@@ -242,6 +242,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 		}
 		modes = append(modes, m)
 	}
+	if len(modes) == 0 {
+		return fmt.Errorf("%w: every mode of -modes %s is skipped on %s", errNothingToRun, strings.Join(cfg.Modes, ","), cfg.DB)
+	}
 	var cells []Cell
 	for _, k := range cfg.Keys {
 		for _, w := range cfg.Workers {
@@ -254,8 +257,16 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	rep.Results = make([]Result, len(cells))
 	total := rounds * len(cells)
 	for round := range rounds {
-		for i, c := range cells {
-			step := round*len(cells) + i
+		for j := range cells {
+			// Odd rounds run the cells in reverse, so that no cell always
+			// runs right after another (a cell's rounds alternate which of
+			// two neighbours runs first).
+			i := j
+			if round%2 == 1 {
+				i = len(cells) - 1 - j
+			}
+			c := cells[i]
+			step := round*len(cells) + j
 			fmt.Fprintf(stderr, "\r%s [%3d/%3d] round %d/%d %-11s keys=%-5d workers=%-3d", bar(step, total), step+1, total, round+1, rounds, c.Mode, c.Keys, c.Workers)
 			r, err := h.run(ctx, c, cfg.Duration)
 			if err != nil {
