@@ -18,13 +18,16 @@ import (
 	"time"
 )
 
-// reportDBs are the databases whose results the documents show, in order,
-// with the heading each gets.
-var reportDBs = []struct{ db, title string }{
-	{dbSQLite, "SQLite"},
-	{dbPostgres, "PostgreSQL"},
-	{dbMariaDB, "MariaDB"},
-	{dbGalera, "Galera"},
+// reportDBs are the runs whose results the documents show, in order: the
+// name of the run's results/<name>.json and of its blocks, its database,
+// and the heading it gets. sqlite-procs is SQLite with the workers in
+// processes (-procs 4 -workers 32).
+var reportDBs = []struct{ name, db, title string }{
+	{dbSQLite, dbSQLite, "SQLite"},
+	{"sqlite-procs", dbSQLite, "SQLite, workers in processes"},
+	{dbPostgres, dbPostgres, "PostgreSQL"},
+	{dbMariaDB, dbMariaDB, "MariaDB"},
+	{dbGalera, dbGalera, "Galera"},
 }
 
 // baselines are the modes every other mode is compared with, in the order
@@ -100,7 +103,7 @@ func findBlocks(path, text string) ([]block, error) {
 func loadReports(benchDir string) (map[string]report, error) {
 	out := map[string]report{}
 	for _, d := range reportDBs {
-		path := filepath.Join(benchDir, "results", d.db+".json")
+		path := filepath.Join(benchDir, "results", d.name+".json")
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("bench -docs: %w (make bench-report writes it)", err)
@@ -115,7 +118,7 @@ func loadReports(benchDir string) (map[string]report, error) {
 		if len(rep.Results) == 0 {
 			return nil, fmt.Errorf("bench -docs: %s has no results", path)
 		}
-		out[d.db] = rep
+		out[d.name] = rep
 	}
 	return out, nil
 }
@@ -124,18 +127,18 @@ func loadReports(benchDir string) (map[string]report, error) {
 func renderBlocks(reps map[string]report) map[string]string {
 	out := map[string]string{}
 	for _, d := range reportDBs {
-		rep, ok := reps[d.db]
+		rep, ok := reps[d.name]
 		if !ok {
 			continue
 		}
-		out["results-"+d.db] = renderResults(d.title, rep)
-		out["ratios-"+d.db] = renderRatios(d.title, rep)
+		out["results-"+d.name] = renderResults(d.name, d.title, rep)
+		out["ratios-"+d.name] = renderRatios(d.name, d.title, rep)
 	}
 	return out
 }
 
-// runLine says how and when rep was measured.
-func runLine(rep report) string {
+// runLine says how and when rep, results/name.json, was measured.
+func runLine(name string, rep report) string {
 	c := rep.Config
 	extra := ""
 	if c.Nodes > 1 {
@@ -145,34 +148,41 @@ func runLine(rep report) string {
 		extra += fmt.Sprintf(", workers in %d processes", c.Procs)
 	}
 	return fmt.Sprintf("Run of %s, %s: %d interleaved rounds of %v per cell, modes %s%s (`results/%s.json`).",
-		rep.Started.Format("2006-01-02 15:04 UTC"), rep.Go, c.Rounds, c.Duration, strings.Join(c.Modes, ", "), extra, c.DB)
+		rep.Started.Format("2006-01-02 15:04 UTC"), rep.Go, c.Rounds, c.Duration, strings.Join(c.Modes, ", "), extra, name)
 }
 
 // renderResults is the measurement table of one run, without ratios
 // (docs/performance.md states those).
-func renderResults(title string, rep report) string {
+func renderResults(name, title string, rep report) string {
 	var b strings.Builder
 	galera := rep.Config.DB == dbGalera
-	fmt.Fprintf(&b, "%s\n\n", runLine(rep))
+	fmt.Fprintf(&b, "%s\n\n", runLine(name, rep))
 	aborts, align := "", ""
 	if galera {
 		aborts, align = " aborts/op |", "---:|"
 	}
-	fmt.Fprintf(&b, "| mode | keys | workers | ops/s | client CPU/op | retries/op |%s p50 | p99 | max | errors | lost |\n", aborts)
-	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|\n", align)
+	procs, alignProcs := "", ""
+	if rep.Config.Procs > 1 {
+		procs, alignProcs = " procs |", "---:|"
+	}
+	fmt.Fprintf(&b, "| mode | keys | workers |%s ops/s | client CPU/op | retries/op |%s p50 | p99 | max | errors | lost |\n", procs, aborts)
+	fmt.Fprintf(&b, "|---|---:|---:|%s---:|---:|---:|%s---:|---:|---:|---:|---:|\n", alignProcs, align)
 	for _, r := range rep.Results {
-		extra := ""
+		extra, procsCell := "", ""
 		if galera {
 			extra = fmt.Sprintf(" %.2f |", r.AbortsPerOp)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %v | %.2f |%s %v | %v | %v | %d | %d |\n",
-			r.Mode, r.Keys, r.Workers, r.OpsPerSec, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp, extra,
+		if rep.Config.Procs > 1 {
+			procsCell = fmt.Sprintf(" %d |", r.Procs)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d |%s %.0f | %v | %.2f |%s %v | %v | %v | %d | %d |\n",
+			r.Mode, r.Keys, r.Workers, procsCell, r.OpsPerSec, r.CPUPerOp.Round(100*time.Nanosecond), r.RetriesPerOp, extra,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.Errors, r.Lost)
 	}
 	var notes strings.Builder
 	writeNotes(&notes, rep)
 	b.WriteString(notes.String())
-	fmt.Fprintf(&b, "\n![%s throughput](results/%s.svg)\n", title, rep.Config.DB)
+	fmt.Fprintf(&b, "\n![%s throughput](results/%s.svg)\n", title, name)
 	return b.String()
 }
 
@@ -197,7 +207,7 @@ func roundRatio(a, b Result) float64 {
 
 // renderRatios is, for one run, every mode's throughput against every
 // baseline that ran, in every cell: the median of the per-round ratios.
-func renderRatios(title string, rep report) string {
+func renderRatios(name, title string, rep report) string {
 	var cells []cellKey
 	byCell := map[cellKey]map[string]Result{}
 	var modes []string
@@ -214,7 +224,7 @@ func renderRatios(title string, rep report) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, the run of %s (`bench/results/%s.json`, %d rounds of %v): the row's mode's throughput over the baseline's, the median of the per-round ratios.\n\n",
-		title, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Config.DB, rep.Config.Rounds, rep.Config.Duration)
+		title, rep.Started.Format("2006-01-02 15:04 UTC"), name, rep.Config.Rounds, rep.Config.Duration)
 	b.WriteString("| mode | against |")
 	for _, c := range cells {
 		fmt.Fprintf(&b, " %s × %d |", keysLabel(c.keys), c.workers)
@@ -297,7 +307,7 @@ func rewriteDoc(path, text string, blocks map[string]string, want []string) (str
 func wantBlocks(prefix string) []string {
 	var out []string
 	for _, d := range reportDBs {
-		out = append(out, prefix+d.db)
+		out = append(out, prefix+d.name)
 	}
 	return out
 }

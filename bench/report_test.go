@@ -27,7 +27,7 @@ func fixtureRoot(t *testing.T) string {
 		rep["config"].(map[string]any)["db"] = d.db
 		out, err := json.Marshal(rep)
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(root, "bench", "results", d.db+".json"), out, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "bench", "results", d.name+".json"), out, 0o644))
 	}
 	for _, d := range generatedDocs {
 		var doc strings.Builder
@@ -104,7 +104,7 @@ func TestGenerateDocsRefusesBadMarkers(t *testing.T) {
 		"repeated":           {"<!-- bench:begin results-sqlite -->\n<!-- bench:end results-sqlite -->\n<!-- bench:begin results-sqlite -->\n<!-- bench:end results-sqlite -->\n", "appears twice"},
 		"unknown block":      {"<!-- bench:begin results-oracle -->\n<!-- bench:end results-oracle -->\n", "unknown generated block results-oracle"},
 		"missing block":      {"no markers\n", "the generated block results-sqlite is missing"},
-		"missing some block": {"<!-- bench:begin results-sqlite -->\n<!-- bench:end results-sqlite -->\n", "the generated block results-postgres is missing"},
+		"missing some block": {"<!-- bench:begin results-sqlite -->\n<!-- bench:end results-sqlite -->\n", "the generated block results-sqlite-procs is missing"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := fixtureRoot(t)
