@@ -32,6 +32,10 @@
 //
 // Output: the table on stdout (Markdown), results.json and throughput.svg in
 // -out, and progress on stderr.
+//
+// With -docs it measures nothing: it rewrites the generated tables of
+// bench/README.md and docs/performance.md from bench/results/<db>.json
+// (report.go); make bench-report runs the whole matrix and then this.
 package main
 
 import (
@@ -118,7 +122,19 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
 	sweepPayloads := flag.String("sweep-payloads", "", "comma-separated payload `bytes` for the size sweep (default 100,102400; 100,65535 on MariaDB, whose TEXT column holds 64 KB)")
+	docs := flag.Bool("docs", false, "measure nothing: rewrite the generated tables of bench/README.md and docs/performance.md from bench/results/<db>.json (make bench-report runs the matrix and then this)")
 	flag.Parse()
+	if *docs {
+		root, err := repoRoot()
+		if err == nil {
+			err = generateDocs(root)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	var err error
 	if cfg.Modes, err = parseModes(modes); err == nil {
 		if cfg.Workers, err = parseInts("workers", workers); err == nil {
