@@ -18,6 +18,14 @@ type abortError struct{ err error }
 func (e *abortError) Error() string { return e.err.Error() }
 func (e *abortError) Unwrap() error { return e.err }
 
+// asAbort returns the abortError err is or wraps: the caller's own error,
+// even where a transaction's end or an operation key wrapped it again.
+func asAbort(err error) (*abortError, bool) {
+	var ae *abortError
+	ok := errors.As(err, &ae)
+	return ae, ok
+}
+
 // conflictError marks a lost race other than a stale update (another caller
 // created the record first, or deleted it) as worth another attempt. It is
 // stale data too: someone else wrote first. It matches locking.ErrStaleData
@@ -32,7 +40,7 @@ func (e *conflictError) Unwrap() []error { return []error{locking.ErrStaleData, 
 // isConflict reports whether an attempt lost a race and may be re-run. An
 // error from the caller's function is never retried, whatever it wraps.
 func isConflict(err error) bool {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return false
 	}
 	return errors.Is(err, locking.ErrStaleData)
@@ -53,7 +61,7 @@ func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetry
 // aborted the attempt's transaction. pgx dropped the statement from its
 // cache: the next attempt prepares it again.
 func isLockRetryable(err error) bool {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return false
 	}
 	if errors.Is(err, locking.ErrCommitUnknown) {

@@ -134,7 +134,7 @@ func (o AttemptOutcome) String() string {
 
 // outcomeOf classifies the error of an attempt.
 func outcomeOf(err error) AttemptOutcome {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return AttemptFailed // fn's error, whatever it wraps
 	}
 	switch {
