@@ -21,6 +21,12 @@ func (e *abortError) Unwrap() error { return e.err }
 // asAbort returns the abortError err is or wraps: the caller's own error,
 // even where a transaction's end or an operation key wrapped it again.
 func asAbort(err error) (*abortError, bool) {
+	if err == nil {
+		return nil, false // every successful attempt: no allocation
+	}
+	if ae, ok := err.(*abortError); ok {
+		return ae, true
+	}
 	var ae *abortError
 	ok := errors.As(err, &ae)
 	return ae, ok
