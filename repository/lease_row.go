@@ -196,9 +196,9 @@ WHERE `+match+live+` AND (`+token+` IS NULL OR `+expires+` <= c.now_us / 1000){b
 		// SQLite run one at a time (package sqlitegate), and the reads
 		// beside them, so the grant's turn is kept short. With RETURNING
 		// the turn also prepared the RETURNING clause (3x the UPDATE's
-		// cost to prepare) and read the record: the lease-row bench at
-		// 1,000 keys x 8 workers measured 0.31x raw that way, 0.41x with
-		// the read after the turn (bench/README.md has the final run).
+		// cost to prepare) and read the record, and the lease-row bench
+		// ran at about two thirds of its speed now (bench/README.md,
+		// leases).
 		r.acquire = w(`UPDATE ` + table + ` SET ` + quote(dialect.LeaseOwnerCol) + ` = ?, ` + quote(dialect.LeaseTokenCol) + ` = ?,
   ` + quote(dialect.LeaseFenceCol) + ` = ` + fence + ` + 1, ` + quote(dialect.LeaseAcquiredCol) + ` = NOW, ` + quote(dialect.LeaseExpiresCol) + ` = NOW + ?
 WHERE ` + match + live + ` AND ` + free + `{bound}`)
