@@ -25,7 +25,7 @@ PROGRESS := go run ./internal/tests/cmd/testprogress
 # module of its own outside go.work, so that no other module raises them.
 OLD_DRIVERS := internal/tests/olddrivers
 
-.PHONY: test fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go quickstart clusters galera-up galera-down
+.PHONY: test fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go quickstart clusters galera-up galera-down bench-report bench-docs
 
 test: fmt-check vet staticcheck tidy-check importer-check docs-check nocgo old-drivers race newer-go
 
@@ -96,3 +96,34 @@ galera-up:
 
 galera-down:
 	go run ./internal/tests/galera/cmd/galera stop
+
+# The benchmark matrix (bench/README.md "Current results"): every mode on
+# SQLite, PostgreSQL and MariaDB, 5 interleaved rounds of 1 s per cell,
+# and SQLite again with 32 workers in 4 processes, into
+# bench/results/<db>.json and .svg, then the generated tables of
+# bench/README.md and docs/performance.md from those runs (bench-docs).
+# Not part of test: its run time is in bench/README.md.
+# Galera runs too when GORMLOCK_GALERA_DSNS is set (make galera-up);
+# otherwise its tables come from the committed bench/results/galera.json.
+BENCH_RUN := -duration 1s -rounds 5
+bench-report:
+	@test -n "$$GORMLOCK_POSTGRES_DSN" -a -n "$$GORMLOCK_MARIADB_DSN" || { echo "bench-report needs GORMLOCK_POSTGRES_DSN and GORMLOCK_MARIADB_DSN"; exit 1; }
+	tmp="$$(mktemp -d)"; go build -o "$$tmp/bench" ./bench; \
+	dbs="sqlite postgres mariadb"; if [ -n "$$GORMLOCK_GALERA_DSNS" ]; then dbs="$$dbs galera"; fi; \
+	for db in $$dbs; do \
+	  case $$db in postgres) dsn="$$GORMLOCK_POSTGRES_DSN";; mariadb) dsn="$$GORMLOCK_MARIADB_DSN";; *) dsn="";; esac; \
+	  echo "bench-report: $$db"; \
+	  "$$tmp/bench" -db $$db $${dsn:+-dsn "$$dsn"} $(BENCH_RUN) -out "$$tmp/$$db" > "$$tmp/$$db.md"; \
+	  cp "$$tmp/$$db/results.json" bench/results/$$db.json; cp "$$tmp/$$db/throughput.svg" bench/results/$$db.svg; \
+	done; \
+	echo "bench-report: sqlite, 32 workers in 4 processes"; \
+	"$$tmp/bench" -db sqlite -procs 4 -workers 32 $(BENCH_RUN) -out "$$tmp/sqlite-procs" > "$$tmp/sqlite-procs.md"; \
+	cp "$$tmp/sqlite-procs/results.json" bench/results/sqlite-procs.json; cp "$$tmp/sqlite-procs/throughput.svg" bench/results/sqlite-procs.svg; \
+	rm -rf "$$tmp"
+	$(MAKE) bench-docs
+
+# The generated tables of bench/README.md and docs/performance.md, from
+# the committed bench/results/<db>.json; bench's TestDocsAreGenerated
+# fails when they differ.
+bench-docs:
+	go run ./bench -docs

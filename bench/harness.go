@@ -32,6 +32,11 @@ const (
 	// through one Repository shared by the process's workers: what an
 	// application gets by default.
 	ModeMutate = "mutate"
+	// ModeMutateFlock is ModeMutate on SQLite with -procs above 1, the
+	// processes taking SQLite's write lock in turns on the lock file with
+	// flock alone (sqlitegate.SetTurnQueue(false)) instead of first come
+	// first served: the baseline of the turn queue, side by side.
+	ModeMutateFlock = "mutate-flock"
 	// ModeOptimistic is Mutate with WithAdaptive(false), through one
 	// shared Repository: optimistic attempts only (callers of one record
 	// still queue in the process).
@@ -78,7 +83,7 @@ const (
 var AllModes = []string{ModeRaw, ModePgxPool, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
 
 // OptInModes run only when -modes names them.
-var OptInModes = []string{ModeOptimistic, ModeClaim, ModeUnguarded, ModeLeaseRowSQL}
+var OptInModes = []string{ModeOptimistic, ModeMutateFlock, ModeClaim, ModeUnguarded, ModeLeaseRowSQL}
 
 // Cell is one measurement: a mode, a number of keys and of workers.
 type Cell struct {
@@ -194,6 +199,9 @@ func (r *Result) finish() {
 // errLost marks a cell whose counters do not add up.
 var errLost = errors.New("lost updates")
 
+// errNothingToRun is the error of a run whose modes are all skipped.
+var errNothingToRun = errors.New("nothing to run")
+
 // errNothingFree is the claim mode's attempt that found every record it
 // could take locked by other workers: it waits and tries again.
 var errNothingFree = errors.New("no free record to claim")
@@ -301,6 +309,9 @@ func (h *harness) skip(ctx context.Context, mode string) string {
 	}
 	if mode == ModeLeaseRowSQL && h.dialect != "sqlite" {
 		return "lease-row-sql is SQLite's statements: SQLite only"
+	}
+	if mode == ModeMutateFlock && (h.dialect != "sqlite" || h.procs <= 1) {
+		return "mutate-flock differs from mutate only on SQLite with -procs above 1"
 	}
 	if mode != ModeClaim {
 		return ""
@@ -600,7 +611,7 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		return h.gormOp(n), nil
 	case ModePgxPool:
 		return h.pgxPoolOp(n)
-	case ModeMutate:
+	case ModeMutate, ModeMutateFlock:
 		return mutate(n.accounts.Mutate), nil
 	case ModeOptimistic:
 		return mutate(n.optimistic.Mutate), nil

@@ -32,6 +32,10 @@
 //
 // Output: the table on stdout (Markdown), results.json and throughput.svg in
 // -out, and progress on stderr.
+//
+// With -docs it measures nothing: it rewrites the generated tables of
+// bench/README.md and docs/performance.md from bench/results/<db>.json
+// (report.go); make bench-report runs the whole matrix and then this.
 package main
 
 import (
@@ -118,7 +122,19 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	sweepRows := flag.String("sweep-rows", "", "comma-separated table `sizes` for the size sweep, e.g. 1000,1000000 (off when empty)")
 	sweepPayloads := flag.String("sweep-payloads", "", "comma-separated payload `bytes` for the size sweep (default 100,102400; 100,65535 on MariaDB, whose TEXT column holds 64 KB)")
+	docs := flag.Bool("docs", false, "measure nothing: rewrite the generated tables of bench/README.md and docs/performance.md from bench/results/<db>.json (make bench-report runs the matrix and then this)")
 	flag.Parse()
+	if *docs {
+		root, err := repoRoot()
+		if err == nil {
+			err = generateDocs(root)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	var err error
 	if cfg.Modes, err = parseModes(modes); err == nil {
 		if cfg.Workers, err = parseInts("workers", workers); err == nil {
@@ -242,6 +258,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 		}
 		modes = append(modes, m)
 	}
+	if len(modes) == 0 {
+		return fmt.Errorf("%w: every mode of -modes %s is skipped on %s", errNothingToRun, strings.Join(cfg.Modes, ","), cfg.DB)
+	}
 	var cells []Cell
 	for _, k := range cfg.Keys {
 		for _, w := range cfg.Workers {
@@ -254,8 +273,16 @@ func run(ctx context.Context, stdout, stderr io.Writer, cfg config, dsn string) 
 	rep.Results = make([]Result, len(cells))
 	total := rounds * len(cells)
 	for round := range rounds {
-		for i, c := range cells {
-			step := round*len(cells) + i
+		for j := range cells {
+			// Odd rounds run the cells in reverse, so that no cell always
+			// runs right after another (a cell's rounds alternate which of
+			// two neighbours runs first).
+			i := j
+			if round%2 == 1 {
+				i = len(cells) - 1 - j
+			}
+			c := cells[i]
+			step := round*len(cells) + j
 			fmt.Fprintf(stderr, "\r%s [%3d/%3d] round %d/%d %-11s keys=%-5d workers=%-3d", bar(step, total), step+1, total, round+1, rounds, c.Mode, c.Keys, c.Workers)
 			r, err := h.run(ctx, c, cfg.Duration)
 			if err != nil {

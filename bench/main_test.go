@@ -273,6 +273,22 @@ func TestRoundsReportTheMedian(t *testing.T) {
 	}
 }
 
+// Every second round runs the cells in reverse, so that two cells side by
+// side alternate which runs first.
+func TestRoundsAlternateTheOrder(t *testing.T) {
+	cfg := config{DB: dbSQLite, Modes: []string{ModeRaw, ModeMutate}, Workers: []int{2}, Keys: []int{10}, Duration: 30 * time.Millisecond, Rounds: 3, Out: t.TempDir()}
+	var stderr bytes.Buffer
+	require.NoError(t, run(context.Background(), &bytes.Buffer{}, &stderr, cfg, filepath.Join(t.TempDir(), "bench.db")))
+	var order []string
+	for _, line := range strings.Split(stderr.String(), "\r") {
+		if i := strings.Index(line, "] round "); i >= 0 {
+			f := strings.Fields(line[i+2:])
+			order = append(order, f[1]+" "+f[2])
+		}
+	}
+	assert.Equal(t, []string{"1/3 raw", "1/3 mutate", "2/3 mutate", "2/3 raw", "3/3 raw", "3/3 mutate"}, order)
+}
+
 func TestFinishSummarisesRounds(t *testing.T) {
 	var r Result
 	ms := time.Millisecond

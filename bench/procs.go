@@ -36,6 +36,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/locking"
 )
@@ -393,6 +394,9 @@ func runChild(in io.Reader, out io.Writer) (err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
+	if spec.Cell.Mode == ModeMutateFlock {
+		sqlitegate.SetTurnQueue(false) // before any pool opens the lock file
+	}
 	// Each node's pool holds this child's workers on it, and some room.
 	perNode := make([]int, len(spec.DSNs))
 	for _, w := range spec.Workers {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/locking"
 )
@@ -170,4 +171,50 @@ func TestProcWorkers(t *testing.T) {
 	assert.Equal(t, [][]int{{0, 2, 4}, {1, 3}}, procWorkers(5, 2))
 	assert.Equal(t, [][]int{{0}}, procWorkers(1, 1))
 	assert.Equal(t, [][]int{{0, 3}, {1}, {2}}, procWorkers(4, 3))
+}
+
+// mutate-flock is mutate with the children taking SQLite's lock file with
+// flock alone: run alone on a file, the children take no turn in its queue
+// (the parent's own writes, which queue, take a few), while
+// mutate's children take turns (the control). Both lose nothing, and in one
+// process mutate-flock is skipped, saying why.
+func TestMutateFlockTakesNoTurns(t *testing.T) {
+	turns := func(mode string) (uint32, Result) {
+		t.Helper()
+		before := children(t)
+		path := filepath.Join(t.TempDir(), "bench.db")
+		out := t.TempDir()
+		const rounds = 2
+		cfg := config{DB: dbSQLite, Modes: []string{mode}, Workers: []int{4}, Keys: []int{1}, Duration: 300 * time.Millisecond, Rounds: rounds, Procs: 2, Out: out}
+		require.NoError(t, run(context.Background(), &bytes.Buffer{}, &bytes.Buffer{}, cfg, path))
+		noNewChildren(t, before)
+		n, err := sqlitegate.TurnsTaken(path)
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(out, "results.json"))
+		require.NoError(t, err)
+		var rep report
+		require.NoError(t, json.Unmarshal(b, &rep))
+		require.Len(t, rep.Results, 1)
+		r := rep.Results[0]
+		require.Equal(t, mode, r.Mode)
+		assert.Zero(t, r.Lost)
+		assert.Zero(t, r.Errors)
+		require.Greater(t, r.Ops, int64(50), "too few operations to tell")
+		t.Logf("%s: %d operations, %d turns taken", mode, r.Ops, n)
+		return n, r
+	}
+	flock, _ := turns(ModeMutateFlock)
+	// The parent's writes take 2 turns a round (4 here); 6 leaves room for
+	// a harness that writes once more, and none for the children's
+	// thousands of operations.
+	const parents = 6
+	assert.LessOrEqual(t, flock, uint32(parents), "mutate-flock's children took turns")
+	queued, r := turns(ModeMutate)
+	assert.Greater(t, queued, uint32(parents), "mutate's children took no turn (%d operations)", r.Ops)
+
+	cfg := config{DB: dbSQLite, Modes: []string{ModeMutateFlock}, Workers: []int{2}, Keys: []int{1}, Duration: 50 * time.Millisecond, Out: t.TempDir()}
+	var stderr bytes.Buffer
+	err := run(context.Background(), &bytes.Buffer{}, &stderr, cfg, filepath.Join(t.TempDir(), "one.db"))
+	require.ErrorIs(t, err, errNothingToRun, "the only mode is skipped")
+	assert.Contains(t, stderr.String(), "mutate-flock skipped on sqlite: mutate-flock differs from mutate only on SQLite with -procs above 1")
 }

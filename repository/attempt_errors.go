@@ -3,6 +3,7 @@ package repository
 import (
 	"errors"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -16,6 +17,14 @@ type abortError struct{ err error }
 
 func (e *abortError) Error() string { return e.err.Error() }
 func (e *abortError) Unwrap() error { return e.err }
+
+// asAbort returns the abortError err is or wraps: the caller's own error,
+// even where a transaction's end or an operation key wrapped it again.
+func asAbort(err error) (*abortError, bool) {
+	var ae *abortError
+	ok := errors.As(err, &ae)
+	return ae, ok
+}
 
 // conflictError marks a lost race other than a stale update (another caller
 // created the record first, or deleted it) as worth another attempt. It is
@@ -31,7 +40,7 @@ func (e *conflictError) Unwrap() []error { return []error{locking.ErrStaleData, 
 // isConflict reports whether an attempt lost a race and may be re-run. An
 // error from the caller's function is never retried, whatever it wraps.
 func isConflict(err error) bool {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return false
 	}
 	return errors.Is(err, locking.ErrStaleData)
@@ -45,13 +54,19 @@ func isConflict(err error) bool {
 func isConflictOrAborted(err error) bool { return isConflict(err) || isLockRetryable(err) }
 
 // isLockRetryable reports whether a locked read-modify-write may run again:
-// the database broke a deadlock or a serialization conflict by aborting it.
+// the database broke a deadlock or a serialization conflict by aborting it,
+// or PostgreSQL refused a statement pgx had prepared on the connection
+// before running it (a pooler in transaction mode behind a connection in
+// pgx's cache_statement mode: see store.PreparedStatementGone), which
+// aborted the attempt's transaction. pgx dropped the statement from its
+// cache: the next attempt prepares it again.
 func isLockRetryable(err error) bool {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return false
 	}
 	if errors.Is(err, locking.ErrCommitUnknown) {
 		return false
 	}
-	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization)
+	return errors.Is(err, locking.ErrDeadlock) || errors.Is(err, locking.ErrSerialization) ||
+		store.PreparedStatementGone(err)
 }

@@ -24,7 +24,7 @@ func (r *Repository[T]) retriable(ctx context.Context, cfg mutateConfig, retry f
 		return retry
 	}
 	return func(err error) bool {
-		if _, ok := err.(*abortError); ok {
+		if _, ok := asAbort(err); ok {
 			return false
 		}
 		return retry(err) || (errors.Is(err, locking.ErrCommitUnknown) && ctx.Err() == nil)

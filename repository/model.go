@@ -44,9 +44,18 @@ const VersionTag = "version"
 //     (db.Save, Updates of a struct) never writes it, and one that names it
 //     with a value rather than an expression is refused or reported.
 //
+// A Mutate tells what fn changed by comparing the values before and after
+// it: a pointer, slice or map is copied first, and a driver.Valuer kept as
+// the value it writes, so that a change fn makes in place shows too. A
+// field whose changes in place cannot be told that way (it holds an
+// interface, or a struct with pointers, and is no driver.Valuer) makes
+// every Mutate of the model that changes an unversioned field a whole
+// guarded write, which advances the version.
+//
 // New refuses the tag, with an error matching locking.ErrInvalidArgument
 // naming the field, on a key field, the version, a creation, update or
-// deletion time, or a field Update may not write.
+// deletion time, a field Update may not write, or a field of a type whose
+// changes in place cannot be told.
 const UnversionedTag = "unversioned"
 
 // meta is everything about T that the hot path needs, computed once by New:
@@ -75,7 +84,14 @@ type model struct {
 	// unversioned are the updatable fields tagged gormlock:"unversioned"
 	// (see UnversionedTag), not in setCols.
 	unversioned []*schema.Field
-	caps        dialect.Caps
+	// unversionedSnap and setColSnap say how a Mutate keeps the values
+	// of unversioned and setCols as its read gave them (see snapKindOf);
+	// onlyTellable is that every setCols value can be kept, so that a
+	// Mutate can tell that fn changed unversioned fields only.
+	unversionedSnap []snapKind
+	setColSnap      []snapKind
+	onlyTellable    bool
+	caps            dialect.Caps
 	// hooks are the GORM hooks the model has that gormlock's own
 	// statements must run (GORM runs the create and find hooks itself).
 	hooks hooks
@@ -183,11 +199,20 @@ func buildMeta[T any](db *gorm.DB, caps dialect.Caps) (*meta, error) {
 			why = "a creation, update or deletion time, which gormlock manages"
 		case !f.Updatable:
 			why = "a field Update may not write"
+		case snapKindOf(f.FieldType) == snapOpaque:
+			why = "of a type whose changes in place gormlock cannot tell (it holds an interface or a pointer gormlock cannot copy, and is no driver.Valuer)"
 		}
 		if why != "" {
 			return nil, locking.Invalid("repository: %v.%s is tagged gormlock:%q, but it is %s; the tag marks a field that changes outside the version (a counter)", typ, f.Name, UnversionedTag, why)
 		}
 		m.unversioned = append(m.unversioned, f)
+		m.unversionedSnap = append(m.unversionedSnap, snapKindOf(f.FieldType))
+	}
+	m.onlyTellable = true
+	for _, f := range m.setCols {
+		k := snapKindOf(f.FieldType)
+		m.setColSnap = append(m.setColSnap, k)
+		m.onlyTellable = m.onlyTellable && k != snapOpaque
 	}
 
 	return m, nil

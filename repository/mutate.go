@@ -420,11 +420,11 @@ func (c *mutateCall[T]) write(ctx context.Context, e *T, created bool, read []an
 // about since, say because ctx ended); the caller's fn error comes back as
 // fn returned it; the report goes to Report, the hook and the Observer.
 func (c *mutateCall[T]) settle(ctx context.Context, err error) (*T, error) {
+	if ae, ok := asAbort(err); ok {
+		err = ae.err
+	}
 	if c.kc.uncertain && err != nil && !errors.Is(err, locking.ErrCommitUnknown) {
 		err = locking.Unknown(err)
-	}
-	if ae, ok := err.(*abortError); ok {
-		err = ae.err
 	}
 	c.r.finish(ctx, c.call, c.cfg, &c.rep, err)
 	if err != nil {

@@ -98,7 +98,9 @@ const (
 	AttemptConflict
 	// AttemptAborted: the database aborted the attempt to break a
 	// deadlock or a serialization conflict (locking.ErrDeadlock,
-	// locking.ErrSerialization).
+	// locking.ErrSerialization), or PostgreSQL refused a statement pgx had
+	// prepared on a connection a pooler in transaction mode shared
+	// (SQLSTATE 26000, 42P05), which aborted the attempt's transaction.
 	AttemptAborted
 	// AttemptReleased: fn held the row lock longer than a locked attempt
 	// allows, and its transaction was rolled back (MutateReport.Released).
@@ -132,7 +134,7 @@ func (o AttemptOutcome) String() string {
 
 // outcomeOf classifies the error of an attempt.
 func outcomeOf(err error) AttemptOutcome {
-	if _, ok := err.(*abortError); ok {
+	if _, ok := asAbort(err); ok {
 		return AttemptFailed // fn's error, whatever it wraps
 	}
 	switch {

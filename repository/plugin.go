@@ -46,7 +46,8 @@ import (
 //   - Save of an existing record (GORM's update of every column): the same;
 //     the version the entity holds in memory is not written back.
 //   - Fields tagged gormlock:"unversioned" are never written from a struct:
-//     Save, and Updates or UpdateColumns of a struct (Select("*")
+//     Save (of a slice too: its ON CONFLICT update leaves them as the row
+//     has them), and Updates or UpdateColumns of a struct (Select("*")
 //     included), leave them out of the statement, so a struct read before
 //     an Apply changed them (which left the version, and so the guard,
 //     where it was) cannot put back the value it read; the struct keeps

@@ -48,7 +48,8 @@ func (w *pluginWrites) create(db *gorm.DB) {
 		return
 	}
 	orig := c
-	if oc.UpdateAll {
+	updateAll := oc.UpdateAll
+	if updateAll {
 		// GORM's create callback turns UpdateAll into DoUpdates, one per
 		// column written, version included: let it, here, and rewrite
 		// the result. Converting the values again there is harmless.
@@ -64,9 +65,19 @@ func (w *pluginWrites) create(db *gorm.DB) {
 	}
 	set := make(clause.Set, 0, len(oc.DoUpdates)+1)
 	for _, a := range oc.DoUpdates {
-		if !isVersionColumn(a.Column.Name, ver) {
-			set = append(set, a)
+		if isVersionColumn(a.Column.Name, ver) {
+			continue
 		}
+		if updateAll {
+			// Every column, as Save of a slice asks: a field outside
+			// the version is left as the row has it, as Save of a
+			// struct leaves it (see Plugin); DoUpdates naming it
+			// writes it.
+			if f := stmt.Schema.LookUpField(a.Column.Name); f != nil && isUnversioned(f) {
+				continue
+			}
+		}
+		set = append(set, a)
 	}
 	// The row already there gets the larger of its version + 1 and the
 	// version the new row carries, set above.

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -35,50 +36,162 @@ type valueGuard struct {
 
 // readValues returns the values of e's unversioned fields, then of the
 // fields Update writes, as a Mutate's read gave them (before fn ran); nil
-// when the model has no unversioned field.
+// when the model has no unversioned field. A value that shares memory with
+// the entity (a pointer, slice or map) is copied, and one of a type that
+// writes itself (driver.Valuer) is kept as it would be written, so that a
+// change fn makes in place still shows (see snapKindOf).
 func (r *Repository[T]) readValues(ctx context.Context, rv reflect.Value) []any {
 	if len(r.m.unversioned) == 0 {
 		return nil
 	}
 	vals := make([]any, 0, len(r.m.unversioned)+len(r.m.setCols))
-	for _, f := range r.m.unversioned {
+	for i, f := range r.m.unversioned {
 		v, _ := f.ValueOf(ctx, rv)
-		vals = append(vals, v)
+		vals = append(vals, snapshot(r.m.unversionedSnap[i], v))
 	}
-	for _, f := range r.m.setCols {
+	if !r.m.onlyTellable {
+		return vals // changedUnversioned never compares them
+	}
+	for i, f := range r.m.setCols {
 		v, _ := f.ValueOf(ctx, rv)
-		vals = append(vals, v)
+		vals = append(vals, snapshot(r.m.setColSnap[i], v))
 	}
 	return vals
 }
 
 // changedUnversioned returns the guard of the unversioned fields whose
 // values in rv differ from read (readValues before fn ran); nil when none
-// changed.
+// changed. only is true when no other field Update writes changed, which
+// it can tell only when every such field's value can be kept as read
+// (model.onlyTellable); otherwise the write is a whole guarded one.
 func (r *Repository[T]) changedUnversioned(ctx context.Context, rv reflect.Value, read []any) *valueGuard {
 	var g *valueGuard
 	for i, f := range r.m.unversioned {
 		v, _ := f.ValueOf(ctx, rv)
-		if sameValue(v, read[i]) {
+		if sameValue(snapshot(r.m.unversionedSnap[i], v), read[i]) {
 			continue
 		}
 		if g == nil {
-			g = &valueGuard{only: true}
+			g = &valueGuard{only: r.m.onlyTellable}
 		}
 		g.fields = append(g.fields, f)
 		g.read = append(g.read, read[i])
 	}
-	if g == nil {
-		return nil
+	if g == nil || !g.only {
+		return g
 	}
 	for i, f := range r.m.setCols {
 		v, _ := f.ValueOf(ctx, rv)
-		if !sameValue(v, read[len(r.m.unversioned)+i]) {
+		if !sameValue(snapshot(r.m.setColSnap[i], v), read[len(r.m.unversioned)+i]) {
 			g.only = false
 			break
 		}
 	}
 	return g
+}
+
+// snapKind is how a value of a field is kept as fn's read gave it.
+type snapKind uint8
+
+const (
+	// snapValue: the value holds no reference to memory the entity
+	// shares (numbers, strings, time.Time, structs and arrays of those):
+	// kept as it is.
+	snapValue snapKind = iota
+	// snapCopy: a pointer, slice or map of such values: copied.
+	snapCopy
+	// snapValuer: a driver.Valuer: kept as the value it writes.
+	snapValuer
+	// snapOpaque: holds references gormlock cannot copy (an interface,
+	// a struct with pointers): a change in place cannot be told.
+	snapOpaque
+)
+
+var (
+	timeType   = reflect.TypeOf(time.Time{})
+	valuerType = reflect.TypeOf((*driver.Valuer)(nil)).Elem()
+)
+
+// snapKindOf returns how a value of type t is kept (see snapKind).
+func snapKindOf(t reflect.Type) snapKind {
+	if t.Implements(valuerType) {
+		return snapValuer
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return snapValue
+	case reflect.Struct:
+		if t == timeType {
+			return snapValue
+		}
+		for i := range t.NumField() {
+			if snapKindOf(t.Field(i).Type) != snapValue {
+				return snapOpaque
+			}
+		}
+		return snapValue
+	case reflect.Array:
+		if snapKindOf(t.Elem()) == snapValue {
+			return snapValue
+		}
+	case reflect.Pointer, reflect.Slice:
+		if snapKindOf(t.Elem()) == snapValue {
+			return snapCopy
+		}
+	case reflect.Map:
+		if snapKindOf(t.Key()) == snapValue && snapKindOf(t.Elem()) == snapValue {
+			return snapCopy
+		}
+	}
+	return snapOpaque
+}
+
+// snapshot returns v kept as kind says: a copy of a pointer, slice or map
+// (one level: their elements hold no references), the value a
+// driver.Valuer writes, or v itself.
+func snapshot(kind snapKind, v any) any {
+	switch kind {
+	case snapCopy:
+		rv := reflect.ValueOf(v)
+		if !rv.IsValid() || rv.IsNil() {
+			return v
+		}
+		switch rv.Kind() {
+		case reflect.Pointer:
+			c := reflect.New(rv.Type().Elem())
+			c.Elem().Set(rv.Elem())
+			return c.Interface()
+		case reflect.Slice:
+			c := reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len())
+			reflect.Copy(c, rv)
+			return c.Interface()
+		case reflect.Map:
+			c := reflect.MakeMapWithSize(rv.Type(), rv.Len())
+			for it := rv.MapRange(); it.Next(); {
+				c.SetMapIndex(it.Key(), it.Value())
+			}
+			return c.Interface()
+		}
+	case snapValuer:
+		vr, ok := v.(driver.Valuer)
+		if !ok {
+			return v
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return nil
+		}
+		dv, err := vr.Value()
+		if err != nil {
+			return v
+		}
+		if b, ok := dv.([]byte); ok {
+			dv = slices.Clone(b)
+		}
+		return dv
+	}
+	return v
 }
 
 // writeUnversioned is the write of a Mutate whose fn changed unversioned

@@ -210,10 +210,7 @@ func (h *Handler[T]) applyPatch(cur *T, patch map[string]any, id any) error {
 	if bid, _, zero := h.repo.Adapter().Identity(src); !zero && fmt.Sprint(bid) != fmt.Sprint(id) {
 		return &patchError{fmt.Sprintf("the patch's id %v is not the id in the URL (%v): a PATCH cannot move a record", bid, id)}
 	}
-	dst, from := reflect.ValueOf(src).Elem(), reflect.ValueOf(cur).Elem()
-	for _, path := range h.hidden {
-		dst.FieldByIndex(path).Set(from.FieldByIndex(path))
-	}
+	h.keepHidden(src, cur)
 	if names := h.repo.Adapter().ChangedUnversioned(cur, src); len(names) > 0 {
 		return &patchError{fmt.Sprintf("the patch changes %s, which changes outside the record's version (a counter): a PATCH does not write it", strings.Join(h.jsonNames(names), ", "))}
 	}

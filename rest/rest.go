@@ -84,8 +84,9 @@
 // removed (the field becomes its zero value), objects are merged member by
 // member, everything else is kept — and the result is written like a PUT's
 // body: only the writable fields, never the id, version or timestamps.
-// Fields the JSON leaves out (json:"-") keep their values (a PUT writes
-// their zero values). With If-Match: * the patch is applied to whatever
+// Fields the JSON leaves out (json:"-") keep their values, in a PATCH and
+// in a PUT alike (a client cannot see them, so cannot send them), and a
+// 412's fields never name them. With If-Match: * the patch is applied to whatever
 // version is current, atomically: a concurrent change makes it re-read and
 // merge again. A patch must be a JSON object. A PATCH never creates: a
 // missing record is 412 when If-Match names a version (as for PUT), 404
@@ -145,7 +146,7 @@ type Handler[T any] struct {
 	repo *repository.Repository[T]
 	cfg  config
 	// hidden are the index paths of T's fields that its JSON leaves out,
-	// which a PATCH keeps as they are.
+	// which a PUT and a PATCH keep as they are (see keepHidden).
 	hidden [][]int
 }
 
@@ -469,6 +470,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		}
 		if exists && im.present && !im.any {
 			// The body's record against the current one: what differs.
+			h.keepHidden(body, cur)
 			h.staleAt(w, version, h.repo.Adapter().Differing(body, cur), "%s", why)
 			return
 		}
@@ -513,6 +515,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 		problem(w, http.StatusNotFound, "no such record")
 	case im.present && !im.any:
 		// The named version is current: the guarded write at that version.
+		h.keepHidden(body, cur)
 		if err := h.repo.Adapter().CopyWritable(cur, body); err != nil {
 			h.fail(w, r, err)
 			return
@@ -529,6 +532,7 @@ func (h *Handler[T]) put(w http.ResponseWriter, r *http.Request, id any) {
 			if _, v, _ := h.repo.Adapter().Identity(cur); failedCondition(im, inm, true, v) != "" {
 				return errPrecondition
 			}
+			h.keepHidden(body, cur)
 			return h.repo.Adapter().CopyWritable(cur, body)
 		}, keyOpts[repository.MutateOption](key)...)
 		switch {
@@ -828,22 +832,43 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 }
 
 // jsonNames returns the JSON member names of T's fields named (Go names;
-// a field without a JSON name keeps its own).
+// a field without a JSON name keeps its own). A field the JSON leaves out
+// (json:"-") is not the client's to see: it is left out here too.
 func (h *Handler[T]) jsonNames(fields []string) []string {
 	if len(fields) == 0 {
 		return nil
 	}
 	t := reflect.TypeFor[T]()
-	out := make([]string, len(fields))
-	for i, name := range fields {
-		out[i] = name
-		if f, ok := t.FieldByName(name); ok {
-			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
-				out[i] = tag
-			}
+	out := make([]string, 0, len(fields))
+	for _, name := range fields {
+		f, ok := t.FieldByName(name)
+		if !ok {
+			out = append(out, name)
+			continue
 		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		if n, _, _ := strings.Cut(tag, ","); n != "" {
+			name = n
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
+}
+
+// keepHidden sets the fields of dst that T's JSON leaves out (json:"-") to
+// their values in from: a request's record, decoded from JSON, holds their
+// zero values, which are not the client's to write nor to compare.
+func (h *Handler[T]) keepHidden(dst, from *T) {
+	d, f := reflect.ValueOf(dst).Elem(), reflect.ValueOf(from).Elem()
+	for _, path := range h.hidden {
+		d.FieldByIndex(path).Set(f.FieldByIndex(path))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gormlock/gormlock/locking"
@@ -92,8 +93,22 @@ func openCrossLockFile(path string) *crossLock {
 			return nil
 		}
 	}
-	return &crossLock{f: f, fd: int(f.Fd()), q: openTurnQueue(f)}
+	l := &crossLock{f: f, fd: int(f.Fd())}
+	if !turnQueueOff.Load() {
+		l.q = openTurnQueue(f)
+	}
+	return l
 }
+
+// turnQueueOff makes the side files opened from then on locked with flock
+// alone, without the turn queue (SetTurnQueue).
+var turnQueueOff atomic.Bool
+
+// SetTurnQueue says whether the side files this process opens from now on
+// queue their processes first come first served (on, the default) or are
+// locked with flock alone. It is for the benchmark, which measures the two
+// side by side: every process writing one database should say the same.
+func SetTurnQueue(on bool) { turnQueueOff.Store(!on) }
 
 // lock takes the side-file lock, waiting until deadline at most (never, when
 // zero; not at all with nowait) and while ctx lasts. The error of a wait that ran out is a

@@ -445,3 +445,45 @@ func TestCrossLockWithoutAQueue(t *testing.T) {
 	}
 	a.unlock()
 }
+
+// SetTurnQueue(false), which the benchmark's flock-only baseline uses,
+// opens side files without the queue: the file is not even given the
+// queue's pages, and the flock still excludes writers that do queue. On
+// again, the next side file opened has its queue (the control).
+func TestSetTurnQueueOffLocksWithFlockAlone(t *testing.T) {
+	path := lockFile(t)
+	SetTurnQueue(false)
+	t.Cleanup(func() { SetTurnQueue(true) })
+	off := openCrossLockFile(path)
+	if off == nil {
+		t.Fatal("no side file")
+	}
+	t.Cleanup(func() { _ = off.f.Close() })
+	if off.q != nil {
+		t.Fatal("a side file opened with the turn queue off has a queue")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Fatalf("side file opened with the turn queue off: %v, %v; want it empty", fi, err)
+	}
+	SetTurnQueue(true)
+	on := openCrossLockFile(path)
+	if on == nil || on.q == nil {
+		t.Fatal("a side file opened with the turn queue on (the default) has no queue")
+	}
+	t.Cleanup(func() { _ = on.f.Close() })
+	if err := off.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	var de *locking.DatabaseError
+	if err := on.lock(context.Background(), true, false, time.Time{}); !errors.As(err, &de) || de.Kind != locking.ErrLocked {
+		t.Fatalf("queued lock with nowait while a flock-only writer holds the file = %v, want ErrLocked", err)
+	}
+	off.unlock()
+	if err := on.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatalf("queued lock of the free file = %v", err)
+	}
+	if err := off.lock(context.Background(), true, false, time.Time{}); !errors.As(err, &de) || de.Kind != locking.ErrLocked {
+		t.Fatalf("flock-only lock with nowait while a queued writer holds the file = %v, want ErrLocked", err)
+	}
+	on.unlock()
+}

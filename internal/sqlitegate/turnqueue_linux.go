@@ -352,22 +352,46 @@ func ofdHeld(fd int, off int64) (bool, error) {
 // queue of the SQLite file at dbPath: the holder's, if any, and the
 // waiters'. Tests use it to see that a writer of another process waits.
 func QueuedTurns(dbPath string) (int, error) {
-	f, err := os.Open(dbPath + "-gormlock")
+	q, done, err := readQueue(dbPath)
 	if err != nil {
 		return 0, err
+	}
+	defer done()
+	return q.queued(), nil
+}
+
+// TurnsTaken returns how many turns were ever taken in the queue of the
+// SQLite file at dbPath (modulo 2^32). Tests use it to see which writers
+// queued and which took the lock file with flock alone.
+func TurnsTaken(dbPath string) (uint32, error) {
+	q, done, err := readQueue(dbPath)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return q.next.Load(), nil
+}
+
+// readQueue maps the queue of the SQLite file at dbPath for reading; done
+// unmaps it.
+func readQueue(dbPath string) (_ *turnQueue, done func(), _ error) {
+	f, err := os.Open(dbPath + "-gormlock")
+	if err != nil {
+		return nil, nil, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || fi.Size() < queueBytes {
-		return 0, errors.New("sqlitegate: " + f.Name() + " holds no turn queue")
+		return nil, nil, errors.New("sqlitegate: " + f.Name() + " holds no turn queue")
 	}
 	mem, err := syscall.Mmap(int(f.Fd()), 0, queueBytes, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	defer syscall.Munmap(mem)
+	done = func() { _ = syscall.Munmap(mem) }
 	if (*atomic.Uint64)(unsafe.Pointer(&mem[0])).Load() != queueMagic {
-		return 0, errors.New("sqlitegate: " + f.Name() + " holds no turn queue")
+		done()
+		return nil, nil, errors.New("sqlitegate: " + f.Name() + " holds no turn queue")
 	}
-	q := turnQueue{next: (*atomic.Uint32)(unsafe.Pointer(&mem[offNext])), serving: (*atomic.Uint32)(unsafe.Pointer(&mem[offServing]))}
-	return q.queued(), nil
+	q := &turnQueue{next: (*atomic.Uint32)(unsafe.Pointer(&mem[offNext])), serving: (*atomic.Uint32)(unsafe.Pointer(&mem[offServing]))}
+	return q, done, nil
 }

@@ -29,3 +29,7 @@ func (*turnQueue) waitUntil(_ context.Context, t uint32, _ time.Time) (uint32, b
 // QueuedTurns returns how many turns are taken and not yet passed on in the
 // queue of the SQLite file at dbPath; this platform has no queue.
 func QueuedTurns(string) (int, error) { return 0, errors.ErrUnsupported }
+
+// TurnsTaken returns how many turns were ever taken in the queue of the
+// SQLite file at dbPath; this platform has no queue.
+func TurnsTaken(string) (uint32, error) { return 0, errors.ErrUnsupported }

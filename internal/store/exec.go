@@ -364,8 +364,24 @@ func (s Store) statementCanceller(ctx context.Context, conn *sql.Conn) canceller
 // that fails did nothing, and pgx dropped it from its cache: it is sent
 // again, as a statement never sent is.
 func preparedStatementRefused(err error) bool {
+	return PreparedStatementGone(err) || locking.Code(err) == "0A000"
+}
+
+// PreparedStatementGone reports whether err is PostgreSQL refusing, before
+// running it, a statement pgx had prepared on the connection, because the
+// server connection is not the one it was prepared on (26000) or is shared
+// with another client that prepared the same name (42P05): what a pooler in
+// transaction mode does to pgx's cache_statement mode. pgx drops the
+// statement from its cache, so the statement prepares again when sent
+// again. In a transaction the refusal aborted the transaction, which then
+// applied nothing: a caller that owns the transaction may run it again
+// from the start. An outcome already unknown is never this.
+func PreparedStatementGone(err error) bool {
+	if errors.Is(err, locking.ErrCommitUnknown) {
+		return false
+	}
 	switch locking.Code(err) {
-	case "26000", "42P05", "0A000":
+	case "26000", "42P05":
 		return true
 	}
 	return false

@@ -38,8 +38,32 @@ func UsesCallbacks(db *gorm.DB) bool {
 }
 
 // ScanSQL sends query, which returns at most one row, on pool and scans
-// that row into dest; no row gives sql.ErrNoRows.
+// that row into dest; no row gives sql.ErrNoRows. Outside a transaction a
+// statement PostgreSQL refused before running it is sent again (see
+// sendAgain).
 func (s Store) ScanSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any, dest ...any) error {
+	err := s.scanSQL(ctx, pool, query, args, dest...)
+	for try := 1; sendAgain(pool, err, try); try++ {
+		err = s.scanSQL(ctx, pool, query, args, dest...)
+	}
+	return err
+}
+
+// sendAgain reports whether a statement sent on pool for the try-th time,
+// which failed with err, is to be sent again: PostgreSQL refused a
+// statement pgx had prepared on the connection before running it (see
+// preparedStatementRefused), outside a transaction, where it did nothing;
+// pgx dropped it from the connection's cache and prepares it again. At
+// most maxNotSentRetries tries.
+func sendAgain(pool gorm.ConnPool, err error, try int) bool {
+	if err == nil || try >= maxNotSentRetries || !preparedStatementRefused(err) {
+		return false
+	}
+	_, outside := pool.(*sql.DB)
+	return outside
+}
+
+func (s Store) scanSQL(ctx context.Context, pool gorm.ConnPool, query string, args []any, dest ...any) error {
 	sending(args)
 	if s.Callbacks {
 		tx := s.viaCallbacks(ctx, pool, query, args)
@@ -146,8 +170,18 @@ func (s Store) insertIDAfterTrigger(ctx context.Context, pool gorm.ConnPool, n, 
 	return id, nil
 }
 
-// QuerySQL sends query on pool and returns its rows.
+// QuerySQL sends query on pool and returns its rows. Outside a
+// transaction a statement PostgreSQL refused before running it is sent
+// again (see sendAgain).
 func (s Store) QuerySQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (*sql.Rows, error) {
+	rows, err := s.querySQL(ctx, pool, query, args)
+	for try := 1; sendAgain(pool, err, try); try++ {
+		rows, err = s.querySQL(ctx, pool, query, args)
+	}
+	return rows, err
+}
+
+func (s Store) querySQL(ctx context.Context, pool gorm.ConnPool, query string, args []any) (*sql.Rows, error) {
 	sending(args)
 	if s.Callbacks {
 		tx := s.viaCallbacks(ctx, pool, query, args)

@@ -4,13 +4,13 @@ package pgbouncer_test
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/internal/tests/pgbouncer"
@@ -19,18 +19,25 @@ import (
 	"github.com/gormlock/gormlock/repository"
 )
 
-// TestCacheStatementNegativeControl shows why opendb/postgres's default
-// matters. The same DSN through PgBouncer in transaction mode, with pgx's
-// own default named (default_query_exec_mode=cache_statement), used by two
-// pools: pgx prepares each statement by a name derived from its text on the
-// server connection PgBouncer lends for that transaction, and the server
+// TestCacheStatementNegativeControl shows what a pooler in transaction mode
+// does to pgx's own default, cache_statement, and that gormlock's calls
+// survive it. The DSN through PgBouncer in transaction mode with
+// default_query_exec_mode=cache_statement named, used by two pools: pgx
+// prepares each statement by a name derived from its text on the server
+// connection PgBouncer lends for that transaction, and the server
 // connection outlives the transaction. The second pool, preparing the same
 // text on the same server connection, gets 42P05 ("prepared statement ...
 // already exists"); a pool whose cache says "prepared" but lands on another
-// server connection gets 26000 ("... does not exist"). The failures are
-// loud and definite: no call is misreported. The same two-pool workload
-// with the DSN as it is, naming no mode, gets no error: Open sees the
-// pooler and picks exec.
+// server connection gets 26000 ("... does not exist").
+//
+// The negative control is a plain GORM read-modify-write in a transaction:
+// it fails, loudly and definitely. gormlock's Mutate on the same pools
+// restarts an attempt whose transaction such a refusal aborted (nothing was
+// applied), and a statement outside a transaction is sent again; whatever
+// still fails (42P05 repeats while the other client's statement holds the
+// name on that server connection) fails definitely, and no call is applied
+// twice. The DSN as it is, naming no mode, gets no refusal at all: Open
+// sees the pooler and picks exec.
 func TestCacheStatementNegativeControl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -41,52 +48,73 @@ func TestCacheStatementNegativeControl(t *testing.T) {
 	require.NoError(t, fixtures.Migrate(ctx, setup))
 	acc := &fixtures.Account{Owner: "control"}
 	require.NoError(t, accounts(t, setup).Create(ctx, acc))
-
-	// run alternates Mutate calls between the two pools, one at a time, so
-	// that each lands on the server connection the other just used.
-	run := func(dsn string) (acked int, unknown int, codes map[string]int, sample string) {
-		repos := [2]*repository.Repository[fixtures.Account]{accounts(t, open(t, dsn)), accounts(t, open(t, dsn))}
-		codes = map[string]int{}
-		for i := range 40 {
-			_, err := repos[i%2].Mutate(ctx, acc.ID, increment)
-			switch {
-			case err == nil:
-				acked++
-				continue
-			case errors.Is(err, locking.ErrCommitUnknown):
-				unknown++
-			}
-			code := sqlstate(err)
-			require.Equal(t, code, locking.Code(err), "locking.Code agrees with the server's SQLSTATE")
-			codes[code]++
-			if sample == "" {
-				sample = err.Error()
-			}
-		}
-		return acked, unknown, codes, sample
-	}
 	balance := func() int64 {
 		a, err := accounts(t, setup).Get(ctx, acc.ID)
 		require.NoError(t, err)
 		return a.Balance
 	}
+	const calls = 40
 
+	// Each run alternates calls between two pools, one at a time, so that
+	// each lands on the server connection the other just used.
 	cacheDSN := dsn + " default_query_exec_mode=cache_statement"
-	acked, unknown, codes, sample := run(cacheDSN)
-	t.Logf("cache_statement through transaction-mode PgBouncer, two pools: %d of 40 calls acknowledged, %d unknown, errors by SQLSTATE %v; e.g. %s",
-		acked, unknown, codes, sample)
-	failures := codes["42P05"] + codes["26000"]
-	require.Positive(t, failures, "the negative control must fail")
-	require.Equal(t, 40-acked-unknown, failures, "every failure is 42P05 or 26000: %v", slices.Collect(maps.Keys(codes)))
-	require.Zero(t, unknown, "the failures are definite")
-	require.Equal(t, int64(acked), balance(), "no failed call was applied")
 
+	// The negative control: plain GORM, read and write in a transaction.
+	plain := [2]*gorm.DB{open(t, cacheDSN), open(t, cacheDSN)}
+	acked, codes, sample := 0, map[string]int{}, ""
 	before := balance()
-	acked, unknown, codes, sample = run(dsn)
-	require.Equal(t, 40, acked, "the DSN as it is (Open's default behind a pooler, exec): every call applied; errors %v, e.g. %s", codes, sample)
-	require.Zero(t, unknown)
-	require.Equal(t, before+40, balance())
-	t.Logf("the same DSN without naming a mode (Open's default, exec behind the pooler): 40 of 40 acknowledged")
+	for i := range calls {
+		err := plain[i%2].WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var a fixtures.Account
+			if err := tx.First(&a, acc.ID).Error; err != nil {
+				return err
+			}
+			return tx.Model(&fixtures.Account{}).Where("id = ?", acc.ID).Update("balance", a.Balance+1).Error
+		})
+		if err == nil {
+			acked++
+			continue
+		}
+		codes[sqlstate(err)]++
+		if sample == "" {
+			sample = err.Error()
+		}
+	}
+	t.Logf("plain GORM, cache_statement through transaction-mode PgBouncer, two pools: %d of %d transactions committed, errors by SQLSTATE %v; e.g. %s",
+		acked, calls, codes, sample)
+	require.Positive(t, codes["42P05"]+codes["26000"], "the negative control must fail")
+	require.Equal(t, calls-acked, codes["42P05"]+codes["26000"], "every failure is 42P05 or 26000: %v", slices.Collect(maps.Keys(codes)))
+	require.Equal(t, before+int64(acked), balance(), "no failed transaction was applied")
+
+	// run makes calls Mutate calls alternating between two pools of dsn.
+	// Whatever each returns, the balance moves by the calls acknowledged:
+	// a refused statement is a definite failure, never an unknown outcome.
+	run := func(dsn string) (acked, attempts int, codes map[string]int) {
+		repos := [2]*repository.Repository[fixtures.Account]{accounts(t, open(t, dsn)), accounts(t, open(t, dsn))}
+		before := balance()
+		codes = map[string]int{}
+		for i := range calls {
+			var rep repository.MutateReport
+			_, err := repos[i%2].Mutate(ctx, acc.ID, increment, repository.Report(&rep))
+			attempts += rep.Attempts
+			if err == nil {
+				acked++
+				continue
+			}
+			require.NotErrorIs(t, err, locking.ErrCommitUnknown, "call %d: %s", i, rep)
+			codes[sqlstate(err)]++
+		}
+		require.Equal(t, before+int64(acked), balance(), "every acknowledged call applied once, no other")
+		return acked, attempts, codes
+	}
+	acked, attempts, codes := run(cacheDSN)
+	t.Logf("gormlock Mutate, cache_statement through transaction-mode PgBouncer, two pools: %d of %d applied in %d attempts (an attempt a refusal aborted starts again); errors by SQLSTATE %v",
+		acked, calls, attempts, codes)
+	require.Equal(t, calls-acked, codes["42P05"]+codes["26000"], "every failure is 42P05 or 26000: %v", slices.Collect(maps.Keys(codes)))
+	acked, attempts, codes = run(dsn)
+	require.Equal(t, calls, acked, "the DSN as it is (Open's default behind a pooler, exec): every call applied; errors %v", codes)
+	require.Equal(t, calls, attempts, "no attempt refused")
+	t.Logf("the same DSN without naming a mode (Open's default, exec behind the pooler): %d of %d in %d attempts", acked, calls, attempts)
 }
 
 // Open's default for a DSN that names no mode: through PgBouncer, in

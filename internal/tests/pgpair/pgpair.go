@@ -412,9 +412,9 @@ func (p *Pair) launch(ctx context.Context, s *server, ok func(port int) bool) er
 			return err
 		}
 		s.port = port
-		var bindFailed bool
-		bindFailed, last = p.spawn(ctx, s)
-		if last == nil || !bindFailed {
+		var exitLog []byte
+		exitLog, last = p.spawn(ctx, s)
+		if last == nil || !bytes.Contains(exitLog, []byte("could not bind")) {
 			return last
 		}
 	}
@@ -422,16 +422,16 @@ func (p *Pair) launch(ctx context.Context, s *server, ok func(port int) bool) er
 }
 
 // spawn starts the postmaster of s on s.port and waits until it accepts
-// connections. bindFailed reports that it exited because it could not
-// bind the port.
-func (p *Pair) spawn(ctx context.Context, s *server) (bindFailed bool, err error) {
+// connections. When it exited instead, exitLog is what it wrote to its log
+// (why it exited).
+func (p *Pair) spawn(ctx context.Context, s *server) (exitLog []byte, err error) {
 	logStart := int64(0)
 	if fi, err := os.Stat(s.logPath); err == nil {
 		logStart = fi.Size()
 	}
 	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	// Not CommandContext: the postmaster outlives ctx; Close stops it.
 	cmd := p.command(context.Background(), syscall.SIGQUIT, "postgres", "-D", s.dir, "-c", "port="+strconv.Itoa(s.port))
@@ -439,7 +439,7 @@ func (p *Pair) spawn(ctx context.Context, s *server) (bindFailed bool, err error
 	err = cmd.Start()
 	_ = log.Close()
 	if err != nil {
-		return false, fmt.Errorf("start %s: %w", s.name, err)
+		return nil, fmt.Errorf("start %s: %w", s.name, err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func(done chan struct{}) {
@@ -454,13 +454,13 @@ func (p *Pair) spawn(ctx context.Context, s *server) (bindFailed bool, err error
 		return p.queryOn(ctx, s, "SELECT 1", nil, &one) == nil, nil
 	})
 	if err == nil || s.running() {
-		return false, err
+		return nil, err
 	}
 	b, _ := os.ReadFile(s.logPath)
 	if int64(len(b)) >= logStart {
 		b = b[logStart:]
 	}
-	return bytes.Contains(b, []byte("could not bind")), err
+	return b, err
 }
 
 // freePort returns a loopback port nobody listens on (that ok accepts),
@@ -601,11 +601,31 @@ func (p *Pair) StartPrimary(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if _, err := p.spawn(ctx, p.primary); err != nil {
+	for {
+		exitLog, err := p.spawn(ctx, p.primary)
+		if err == nil {
+			return nil
+		}
+		// Right after a kill -9 the new postmaster can find the killed
+		// server's shared memory still attached and refuse to start
+		// (seen on the loaded CI machine 15 ms after the kill, once its
+		// process group was gone); it exits without touching the data
+		// directory. Try again until the segment is free.
+		if bytes.Contains(exitLog, []byte("pre-existing shared memory block")) && ctx.Err() == nil {
+			p.t.Logf("pgpair: the killed primary's shared memory is still in use; starting again in %v", shmRetryDelay)
+			select {
+			case <-time.After(shmRetryDelay):
+				continue
+			case <-ctx.Done():
+			}
+		}
 		return fmt.Errorf("pgpair: start the primary again on port %d: %w%s", p.primary.port, err, p.logTails())
 	}
-	return nil
 }
+
+// shmRetryDelay is how long StartPrimary waits before starting a primary
+// again whose killed predecessor's shared memory was still in use.
+const shmRetryDelay = 200 * time.Millisecond
 
 func (p *Pair) stop(ctx context.Context, s *server, sig syscall.Signal) error {
 	if !s.running() {

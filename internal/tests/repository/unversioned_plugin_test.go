@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/locking"
@@ -238,4 +239,72 @@ func TestUnversionedPluginNamedWrites(t *testing.T) {
 			assert.Contains(t, warns[0], "unversioned_plugin_test.go:")
 		})
 	}
+}
+
+// Save of a slice is GORM's INSERT ... ON CONFLICT DO UPDATE of every
+// column (UpdateAll), as is Create with clause.OnConflict{UpdateAll: true}:
+// under the plugin the update leaves a field outside the version as the
+// row has it, as Save of a struct does, so no decrement made since the
+// read is lost; DoUpdates naming the field writes it, as named. Without
+// the plugin (the negative control, first) the upsert writes back the
+// stock it read.
+func TestUnversionedPluginSaveOfASliceKeepsDecrements(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
+		const initial, orders = 100, 12
+		products := productRepo(t, db)
+
+		p := newProduct(t, products, initial)
+		form := readProduct(t, db, p.ID)
+		require.EqualValues(t, orders, decrementStock(t, products, p.ID, orders))
+		form.Name = "desk lamp"
+		require.NoError(t, db.Save(&[]shopProduct{form}).Error)
+		name, _, stock, _ := rawProduct(t, db, p.ID)
+		require.Equal(t, "desk lamp", name)
+		require.EqualValues(t, initial, stock, "without the plugin, Save of a slice writes back the stock it read: %d decrements lost", orders)
+
+		require.NoError(t, db.Use(repository.Plugin()))
+		writes := []struct {
+			name  string
+			write func(form *shopProduct) *gorm.DB
+		}{
+			{"Save(slice)", func(form *shopProduct) *gorm.DB {
+				forms := []shopProduct{*form}
+				res := db.Save(&forms)
+				*form = forms[0]
+				return res
+			}},
+			{"Create OnConflict UpdateAll", func(form *shopProduct) *gorm.DB {
+				return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(form)
+			}},
+		}
+		for _, w := range writes {
+			t.Run(w.name, func(t *testing.T) {
+				p := newProduct(t, products, initial)
+				form := readProduct(t, db, p.ID)
+				require.EqualValues(t, orders, decrementStock(t, products, p.ID, orders))
+				form.Name = "desk lamp " + w.name
+				form.Price = 1500
+				require.NoError(t, w.write(&form).Error)
+				name, price, stock, version := rawProduct(t, db, p.ID)
+				assert.Equal(t, form.Name, name, "the name was saved")
+				assert.EqualValues(t, 1500, price)
+				assert.EqualValues(t, initial-orders, stock, "no decrement lost")
+				assert.Greater(t, version, p.Version, "the upsert advances the version")
+				assert.EqualValues(t, initial, form.Stock, "the struct keeps the stock it read (stale)")
+			})
+		}
+
+		t.Run("DoUpdates naming the stock", func(t *testing.T) {
+			p := newProduct(t, products, initial)
+			form := readProduct(t, db, p.ID)
+			decrementStock(t, products, p.ID, 3)
+			form.Stock = 50
+			require.NoError(t, db.Clauses(clause.OnConflict{
+				Columns:   []clause.Column{{Name: "id"}},
+				DoUpdates: clause.AssignmentColumns([]string{"stock"}),
+			}).Create(&form).Error)
+			_, _, stock, _ := rawProduct(t, db, p.ID)
+			assert.EqualValues(t, 50, stock, "named, it is written as named")
+		})
+	})
 }

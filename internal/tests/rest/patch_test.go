@@ -388,9 +388,11 @@ type member struct {
 
 func (member) TableName() string { return "members" }
 
-// A PATCH keeps a column the JSON does not show (json:"-"); a PUT, which
-// replaces every writable column, writes its zero value (the negative
-// control: the column is writable, so the PATCH test could fail).
+// A PATCH and a PUT keep a column the JSON does not show (json:"-"): the
+// request's record, decoded from JSON, holds its zero value, which is not
+// the client's to write (as in Spring Data REST, DATAREST-461). The
+// negative control: the column is writable, and a repository Update of a
+// record decoded the same way erases it.
 func TestPatchKeepsHiddenFields(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db *gorm.DB) {
 		c, members := uniqueServer(t, db)
@@ -411,8 +413,18 @@ func TestPatchKeepsHiddenFields(t *testing.T) {
 
 		r = c.do("PUT", path, `{"email":"ann@example.com","name":"Ann C."}`, "If-Match", r.etag())
 		require.Equal(t, http.StatusOK, r.status, r.body)
+		assert.NotContains(t, r.body, "s3cret")
 		got, err = members.Get(ctx, m.ID)
 		require.NoError(t, err)
-		assert.Empty(t, got.Secret, "PUT writes the hidden column's zero value")
+		assert.Equal(t, "Ann C.", got.Name)
+		assert.Equal(t, "s3cret", got.Secret, "PUT keeps the hidden column")
+
+		var decoded member
+		require.NoError(t, json.Unmarshal([]byte(`{"email":"ann@example.com","name":"Ann D."}`), &decoded))
+		decoded.ID, decoded.Version = got.ID, got.Version
+		require.NoError(t, members.Update(ctx, &decoded))
+		got, err = members.Get(ctx, m.ID)
+		require.NoError(t, err)
+		assert.Empty(t, got.Secret, "negative control: the column is writable")
 	})
 }
