@@ -49,9 +49,14 @@ const (
 	ModePessimistic     = "pessimistic" // Repository.MutateRowLocked
 	ModeLease           = "lease"       // Leases.Acquire + Leases.Update
 	// ModeLeaseRow is ModeLease with the leases in the records' own rows
-	// (WithLeasesInRow): one UPDATE to take the lease and read the record,
-	// one to write it and end the lease.
+	// (WithLeasesInRow): one UPDATE to take the lease (which reads the
+	// record on PostgreSQL; a SELECT by the token reads it elsewhere), one
+	// to write it and end the lease.
 	ModeLeaseRow = "lease-row"
+	// ModeLeaseRowSQL is the statements ModeLeaseRow sends on SQLite,
+	// written by hand on database/sql, without gormlock's gate: the floor
+	// of a lease in the row. It runs only when named, on SQLite only.
+	ModeLeaseRowSQL = "lease-row-sql"
 	// ModeAdaptive is Mutate as New gives it (adaptive) through a
 	// Repository of each worker's own, as separate processes would run it.
 	ModeAdaptive = "adaptive"
@@ -78,7 +83,7 @@ const (
 var AllModes = []string{ModeRaw, ModePgxPool, ModeGORM, ModeMutate, ModeOptimisticMulti, ModeAdaptive, ModePessimistic, ModeAtomic, ModeLease, ModeLeaseRow}
 
 // OptInModes run only when -modes names them.
-var OptInModes = []string{ModeOptimistic, ModeMutateFlock, ModeClaim, ModeUnguarded}
+var OptInModes = []string{ModeOptimistic, ModeMutateFlock, ModeClaim, ModeUnguarded, ModeLeaseRowSQL}
 
 // Cell is one measurement: a mode, a number of keys and of workers.
 type Cell struct {
@@ -301,6 +306,9 @@ func newHarness(t *target, db string, policy locking.RetryPolicy) (*harness, err
 func (h *harness) skip(ctx context.Context, mode string) string {
 	if mode == ModePgxPool && h.dialect != "postgres" {
 		return "pgxpool is pgx's pool: PostgreSQL only"
+	}
+	if mode == ModeLeaseRowSQL && h.dialect != "sqlite" {
+		return "lease-row-sql is SQLite's statements: SQLite only"
 	}
 	if mode == ModeMutateFlock && (h.dialect != "sqlite" || h.procs <= 1) {
 		return "mutate-flock differs from mutate only on SQLite with -procs above 1"
@@ -631,6 +639,8 @@ func (h *harness) op(mode string, n *node, owner string) (op, error) {
 		return h.leaseOp(n.leased), nil
 	case ModeLeaseRow:
 		return h.leaseOp(n.leasedRow), nil
+	case ModeLeaseRowSQL:
+		return h.leaseRowSQLOp(n), nil
 	case ModeClaim:
 		return h.claimOp(n, owner), nil
 	case ModeUnguarded:

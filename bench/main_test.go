@@ -155,6 +155,36 @@ func TestClaimRunsOrIsSkipped(t *testing.T) {
 	}
 }
 
+// The lease-row-sql mode runs on SQLite, counting every increment, and is
+// skipped with its reason elsewhere (its statements are SQLite's).
+func TestLeaseRowSQLRunsOnSQLiteOnly(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			out := t.TempDir()
+			cfg := config{DB: d, Modes: []string{ModeRaw, ModeLeaseRowSQL}, Workers: []int{4}, Keys: []int{1, 20}, Duration: 150 * time.Millisecond, Out: out}
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
+			b, err := os.ReadFile(filepath.Join(out, "results.json"))
+			require.NoError(t, err)
+			var rep report
+			require.NoError(t, json.Unmarshal(b, &rep))
+			if d != "sqlite" {
+				require.Len(t, rep.Results, 2, "raw only")
+				require.Len(t, rep.Skipped, 1)
+				assert.Equal(t, ModeLeaseRowSQL, rep.Skipped[0].Mode)
+				assert.Contains(t, rep.Skipped[0].Why, "SQLite only")
+				return
+			}
+			require.Len(t, rep.Results, 4)
+			assert.Empty(t, rep.Skipped)
+			for _, r := range rep.Results {
+				assert.Positive(t, r.Ops, "%+v", r.Cell)
+				assert.Zero(t, r.Lost, "%+v", r.Cell)
+			}
+		})
+	}
+}
+
 // The size sweep measures every table size and payload in every round, in
 // a database per size that is gone when the run ends.
 func TestSweep(t *testing.T) {

@@ -23,9 +23,10 @@ import (
 // The lease lives in five columns of the record's table (see
 // migrations.AddLeaseColumns) instead of a row of LeaseTable: taking it is
 // one conditional UPDATE of the record's row (free, or expired, by the
-// database's clock) that returns the record, and the holder's write is one
-// UPDATE that checks the token and fence, writes the record and ends the
-// lease. The guarded writes of the repository check the lease columns of
+// database's clock), which returns the record on PostgreSQL; on SQLite and
+// MySQL a SELECT by the lease's token reads it back after the UPDATE. The
+// holder's write is one UPDATE that checks the token and fence, writes the
+// record and ends the lease. The guarded writes of the repository check the lease columns of
 // the row they write, with no sub-select. Fences, tokens (stored as their
 // SHA-256), owner release and expiry by the database's clock behave as with
 // the lease table: the fence counts the grants on SQLite and MySQL, and on
@@ -43,17 +44,18 @@ import (
 // rowLeaseSQL holds the statements of leases kept in the record's row.
 type rowLeaseSQL struct {
 	// acquire takes the lease when the record exists (and is live) and
-	// no unexpired lease is held. Where UPDATE ... RETURNING exists
-	// (PostgreSQL, SQLite) it returns the key as text, the fence, the
-	// grant and expiry times, TRUE, then the record's readCols (only the
-	// lease columns when the model has no own SELECT); on MySQL it
-	// returns nothing and acquireBack reads the lease by its token.
+	// no unexpired lease is held. On PostgreSQL it returns (UPDATE ...
+	// RETURNING) the key as text, the fence, the grant and expiry times,
+	// TRUE, then the record's readCols (only the lease columns when the
+	// model has no own SELECT); on SQLite and MySQL it returns nothing
+	// and acquireBack reads the same by the lease's token.
 	acquire, acquireAsync store.Stmt
 	acquireBack           string
 	// write is Leases.Update: the record's writable columns and a new
 	// version when the version matches and the caller's lease is held,
-	// ending the lease, in one UPDATE. It returns the new version
-	// (PostgreSQL, SQLite: RETURNING; MySQL: LAST_INSERT_ID).
+	// ending the lease, in one UPDATE. PostgreSQL returns the new version
+	// (RETURNING), MySQL sets it as LAST_INSERT_ID; on SQLite it is
+	// computed in Go, and the rows affected tell.
 	write store.Stmt
 	// release and renew end or extend the caller's lease; renew returns
 	// the new expiry (MySQL: LAST_INSERT_ID).
@@ -188,12 +190,20 @@ WHERE `+match+live+` AND (`+token+` IS NULL OR `+expires+` <= c.now_us / 1000){b
 		}
 		r.acquire, r.acquireAsync = grant(""), grant(pgAsync)
 	case dialect.SQLite:
-		// SQLite reads the clock once per statement.
+		// SQLite reads the clock once per statement. The grant is the
+		// UPDATE alone, and acquireBack reads it by its token after the
+		// write lock is passed on, as on MySQL: gormlock's writes on
+		// SQLite run one at a time (package sqlitegate), and the reads
+		// beside them, so the grant's turn is kept short. With RETURNING
+		// the turn also prepared the RETURNING clause (3x the UPDATE's
+		// cost to prepare) and read the record, and the lease-row bench
+		// ran at about two thirds of its speed now (bench/README.md,
+		// leases).
 		r.acquire = w(`UPDATE ` + table + ` SET ` + quote(dialect.LeaseOwnerCol) + ` = ?, ` + quote(dialect.LeaseTokenCol) + ` = ?,
   ` + quote(dialect.LeaseFenceCol) + ` = ` + fence + ` + 1, ` + quote(dialect.LeaseAcquiredCol) + ` = NOW, ` + quote(dialect.LeaseExpiresCol) + ` = NOW + ?
-WHERE ` + match + live + ` AND ` + free + `{bound}
-` + ret)
+WHERE ` + match + live + ` AND ` + free + `{bound}`)
 		r.acquireAsync = r.acquire
+		r.acquireBack = q(`SELECT ` + strings.TrimPrefix(ret, "RETURNING ") + ` FROM ` + table + ` WHERE ` + match + ` AND ` + token + ` = ?`)
 	default:
 		// MySQL and MariaDB have no UPDATE ... RETURNING: the UPDATE
 		// alone decides, and acquireBack reads what it wrote by the
@@ -225,7 +235,7 @@ WHERE ` + match + live + ` AND ` + free + `{bound}`)
 	}
 	sets.WriteString(", " + set(dialect.LeaseTokenCol) + " = NULL, " + set(dialect.LeaseExpiresCol) + " = NOW")
 	back := ""
-	if caps.VersionBack == dialect.Returning || caps.SingleWriter {
+	if caps.VersionBack == dialect.Returning {
 		back = " RETURNING " + col(m.version.DBName)
 	}
 	r.write = w(`UPDATE ` + table + ` SET ` + sets.String() + ` WHERE ` + match + ` AND COALESCE(` + col(m.version.DBName) + `, 0) = ?` + live + ` AND ` + mine + `{bound}` + back)
@@ -364,7 +374,7 @@ func (r *Repository[T]) updateRow(ctx context.Context, e *T, l *Lease, id any, e
 	switch {
 	case r.m.caps.VersionBack == dialect.LastInsertID:
 		n, w.version, err = r.st.ExecResultID(ctx, rl.write, args)
-	default:
+	case r.m.caps.VersionBack == dialect.Returning:
 		var v sql.NullInt64
 		err = r.st.Exec(ctx, rl.write, args, r.st.QueryRowScan(&v))
 		if store.IsNoRows(err) {
@@ -373,7 +383,8 @@ func (r *Repository[T]) updateRow(ctx context.Context, e *T, l *Lease, id any, e
 		if v.Valid {
 			n, w.version = 1, v.Int64
 		}
-		if r.m.caps.NextVersion == "" && v.Valid {
+	default: // SQLite: the version computed in Go as the statement was sent
+		if n, err = r.st.ExecResult(ctx, rl.write, args); n > 0 {
 			w.version = va.v
 		}
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/locking"
+)
+
+// The statements of a lease in the record's row on SQLite, as gormlock
+// sends them (WithLeasesInRow): the grant, the read back by the token's
+// hash, and the holder's write, which checks the token and fence and ends
+// the lease.
+const (
+	leaseRowGrant = "UPDATE `accounts` SET `gormlock_lease_owner` = ?, `gormlock_lease_token` = ?,\n" +
+		"  `gormlock_lease_fence` = `accounts`.`gormlock_lease_fence` + 1, `gormlock_lease_acquired_ms` = CAST(unixepoch('subsec') * 1000 AS INTEGER), `gormlock_lease_expires_ms` = CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?\n" +
+		"WHERE `accounts`.`id` = ? AND (`accounts`.`gormlock_lease_token` IS NULL OR `accounts`.`gormlock_lease_expires_ms` <= CAST(unixepoch('subsec') * 1000 AS INTEGER))"
+	leaseRowBack = "SELECT CAST(`accounts`.`id` AS TEXT), `accounts`.`gormlock_lease_fence`, `accounts`.`gormlock_lease_acquired_ms`, `accounts`.`gormlock_lease_expires_ms`, TRUE, " +
+		"`accounts`.`id`, `accounts`.`version`, `accounts`.`created_at`, `accounts`.`updated_at`, `accounts`.`owner`, `accounts`.`balance`, `accounts`.`frozen` " +
+		"FROM `accounts` WHERE `accounts`.`id` = ? AND `accounts`.`gormlock_lease_token` = ?"
+	leaseRowWrite = "UPDATE `accounts` SET `owner` = ?, `balance` = ?, `frozen` = ?, `version` = ?, `updated_at` = ?, `gormlock_lease_token` = NULL, `gormlock_lease_expires_ms` = CAST(unixepoch('subsec') * 1000 AS INTEGER) " +
+		"WHERE `accounts`.`id` = ? AND COALESCE(`accounts`.`version`, 0) = ? AND CAST(`accounts`.`id` AS TEXT) = ? AND `accounts`.`gormlock_lease_token` = ? AND `accounts`.`gormlock_lease_fence` = ? " +
+		"AND `accounts`.`gormlock_lease_expires_ms` > CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+)
+
+// errLeaseRowWriteMissed is a holder's write that matched no row.
+var errLeaseRowWriteMissed = errors.New("bench: the holder's write matched no row")
+
+// leaseRowSQLOp is lease-row's operation by hand on database/sql (SQLite):
+// grant, read back, write with the token; retried like the lease modes
+// while someone else holds the record. Its writes wait for SQLite's write
+// lock in SQLite's busy handler, as raw's do.
+func (h *harness) leaseRowSQLOp(n *node) op {
+	return func(ctx context.Context, id int64) (int, error) {
+		attempts := 0
+		err := locking.OnError(ctx, h.policy, func(err error) bool {
+			return errors.Is(err, locking.ErrLocked) || retryable(err)
+		}, func(ctx context.Context) error {
+			attempts++
+			sum := sha256.Sum256([]byte(rand.Text()))
+			hash := hex.EncodeToString(sum[:])
+			res, err := n.sqlDB.ExecContext(ctx, leaseRowGrant, "bench", hash, int64(5000), id)
+			if err != nil {
+				return err
+			}
+			if k, err := res.RowsAffected(); err != nil || k != 1 {
+				return errors.Join(locking.ErrLocked, err)
+			}
+			var a fixtures.Account
+			var key string
+			var fence, acquired, expires int64
+			var found bool
+			if err := n.sqlDB.QueryRowContext(ctx, leaseRowBack, id, hash).Scan(&key, &fence, &acquired, &expires, &found,
+				&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
+				return err
+			}
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			res, err = n.sqlDB.ExecContext(ctx, leaseRowWrite, a.Owner, a.Balance+1, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version, key, hash, fence)
+			if err != nil {
+				return err
+			}
+			if k, err := res.RowsAffected(); err != nil || k != 1 {
+				return errors.Join(errLeaseRowWriteMissed, err)
+			}
+			return nil
+		})
+		return attempts, err
+	}
+}
