@@ -188,28 +188,42 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	ctx, oc := r.observeLease(ctx, obsOp, id)
 	defer func() { oc.end(err) }()
 	_, inTx := r.st.Conn(ctx)
+	// written is a fast path's update, written: the entity then holds
+	// the row's unversioned fields, as after Update (a failure to read
+	// them fails the call only in a transaction, as Update's does).
+	written := func(ctx context.Context, err error) error {
+		if err != nil || len(r.m.unversioned) == 0 {
+			return err
+		}
+		if rerr := r.refreshUnversioned(ctx, reflectElem(e), id); rerr != nil {
+			if _, inTx := r.st.Conn(ctx); inTx {
+				return rerr
+			}
+		}
+		return nil
+	}
 	if op == "update" && r.m.leases.row != nil && !r.hooksFor(true).on {
 		if !inTx {
-			return r.updateRow(ctx, e, l, id, expected) // one statement
+			return written(ctx, r.updateRow(ctx, e, l, id, expected)) // one statement
 		}
 		return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
-			return r.updateRow(ctx, e, l, id, expected)
+			return written(ctx, r.updateRow(ctx, e, l, id, expected))
 		})
 	}
 	if op == "update" && !inTx && r.m.leases.pg != nil && !r.hooksFor(true).on {
 		// One statement, committed by itself (see pgLeaseSQL). Inside a
 		// transaction the savepoint below keeps a failed write from
 		// aborting the caller's transaction.
-		return r.updateWithLeasePG(ctx, e, l, id, expected)
+		return written(ctx, r.updateWithLeasePG(ctx, e, l, id, expected))
 	}
 	if op == "update" && r.m.leases.writeHeld.Text != "" && !r.hooksFor(true).on {
 		if r.m.leases.end.Text == "" && !inTx {
-			return r.updateWithLease(ctx, e, l, id, expected) // one statement (MySQL)
+			return written(ctx, r.updateWithLease(ctx, e, l, id, expected)) // one statement (MySQL)
 		}
 		// Inside a transaction the savepoint keeps a failed write from
 		// aborting the caller's transaction.
 		return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
-			return r.updateWithLease(ctx, e, l, id, expected)
+			return written(ctx, r.updateWithLease(ctx, e, l, id, expected))
 		})
 	}
 	return r.st.SavepointOrRunTx(ctx, r.m.table+": "+method, func(ctx context.Context) error {
