@@ -299,8 +299,9 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	var err error
 	switch r.m.caps.VersionBack {
 	case dialect.Returning:
-		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&w.version))
-		if n = 1; store.IsNoRows(err) {
+		var version int64 // its own variable: w stays on the stack
+		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&version))
+		if n, w.version = 1, version; store.IsNoRows(err) {
 			n, err = 0, nil
 		}
 	case dialect.LastInsertID:

@@ -65,6 +65,10 @@ type sqliteGate struct {
 	waiting    int
 	kept       bool
 	crossSince time.Time
+	// linger lets a kept lock go crossLinger after the writer who kept
+	// it left (dropKept), unless a writer took it; made at the first
+	// such keep, reset at each.
+	linger *time.Timer
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -189,7 +193,9 @@ func (g *sqliteGate) giveUp() {
 
 // leave passes the turn on. A writer holding the cross-process lock
 // (crossed) keeps it for the next writer of this process if one waits and
-// crossBatch allows, and lets it go otherwise.
+// crossBatch allows, or for one that may come within crossLinger when no
+// other process waits for it or crossBatch allows; it lets it go
+// otherwise.
 func (g *sqliteGate) leave(crossed bool) {
 	g.mu.Lock()
 	if crossed && g.waiting > 0 && (time.Since(g.crossSince) < crossBatch || !g.cross.contended()) {
@@ -198,14 +204,24 @@ func (g *sqliteGate) leave(crossed bool) {
 		g.mu.Unlock()
 		return
 	}
-	if crossed && g.cross.contended() && time.Since(g.crossSince) < crossBatch {
+	if crossed && (!g.cross.contended() || time.Since(g.crossSince) < crossBatch) {
 		// Nobody of this process waits yet; the caller that comes next
 		// (the next caller of a record, which waited for this one's turn
-		// on it) often arrives within crossLinger.
+		// on it) often arrives within crossLinger. While no other process
+		// waits for the lock, keeping it costs nobody a wait and spares
+		// the next write of this process the two flock calls (and the
+		// queue's ticket) of taking it again: a writer of this process
+		// that writes again and again holds it all along, and one that
+		// arrives from another process takes it after the write running
+		// then, or crossLinger after the last one.
 		g.kept = true
+		if g.linger == nil {
+			g.linger = time.AfterFunc(crossLinger, g.dropKept)
+		} else {
+			g.linger.Reset(crossLinger)
+		}
 		<-g.turn
 		g.mu.Unlock()
-		time.AfterFunc(crossLinger, g.dropKept)
 		return
 	}
 	g.mu.Unlock()
@@ -287,18 +303,32 @@ type Conn struct {
 // the lock is free: the same wait, without setting and restoring the
 // timeout on every write.
 func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
+	c := new(Conn)
+	if err := TakeInto(ctx, sqlDB, w, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// TakeInto is Take into c, which the caller may keep on its stack: a
+// write outside a transaction takes its turn without allocating one.
+// Whatever c held is overwritten; on error c holds nothing to release.
+func TakeInto(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn) error {
 	g := gateOf(sqlDB)
 	crossed, err := g.enter(ctx, w)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	start := time.Now()
+	var start time.Time
+	if w.Limit > 0 {
+		start = time.Now()
+	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
 		g.leave(crossed)
-		return nil, locking.Classify(err)
+		return locking.Classify(err)
 	}
-	c := &Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
+	*c = Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
 	if !g.crossOpened {
 		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
 	}
@@ -314,26 +344,26 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 		if err != nil {
 			c.bad = true
 			c.Release(ctx)
-			return nil, err
+			return err
 		}
 		c.busy = busy
 		if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 			c.bad = true
 			c.Release(ctx)
-			return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+			return fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
 		}
 	}
 	if g.cross != nil && !c.crossed {
 		if err := g.cross.lock(ctx, w.NoWait, w.Limit > 0, c.deadline); err != nil {
 			c.Release(ctx)
-			return nil, err
+			return err
 		}
 		c.crossed = true
 		g.mu.Lock()
 		g.crossSince = time.Now()
 		g.mu.Unlock()
 	}
-	return c, nil
+	return nil
 }
 
 // Lock runs step, a statement that takes SQLite's write lock (a write, or
