@@ -65,13 +65,6 @@ type sqliteGate struct {
 	waiting    int
 	kept       bool
 	crossSince time.Time
-	// lastLeave is when a writer holding the cross-process lock last
-	// left.
-	lastLeave time.Time
-	// linger lets a kept lock go crossLinger after the writer who kept
-	// it left (dropKept), unless a writer took it; made at the first
-	// such keep, reset at each.
-	linger *time.Timer
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -196,9 +189,7 @@ func (g *sqliteGate) giveUp() {
 
 // leave passes the turn on. A writer holding the cross-process lock
 // (crossed) keeps it for the next writer of this process if one waits and
-// crossBatch allows, or for one that may come within crossLinger when
-// crossBatch allows or, while no other process waits for it, when this
-// process writes in a burst; it lets it go otherwise.
+// crossBatch allows, and lets it go otherwise.
 func (g *sqliteGate) leave(crossed bool) {
 	g.mu.Lock()
 	if crossed && g.waiting > 0 && (time.Since(g.crossSince) < crossBatch || !g.cross.contended()) {
@@ -207,32 +198,14 @@ func (g *sqliteGate) leave(crossed bool) {
 		g.mu.Unlock()
 		return
 	}
-	var burst bool
-	if crossed {
-		now := time.Now()
-		burst = now.Sub(g.lastLeave) < crossLinger
-		g.lastLeave = now
-	}
-	if crossed && (g.cross.contended() && time.Since(g.crossSince) < crossBatch || burst && !g.cross.contended()) {
+	if crossed && g.cross.contended() && time.Since(g.crossSince) < crossBatch {
 		// Nobody of this process waits yet; the caller that comes next
 		// (the next caller of a record, which waited for this one's turn
-		// on it) often arrives within crossLinger. While no other process
-		// waits for the lock and this one writes again and again (its
-		// last write left less than crossLinger ago), keeping it costs
-		// nobody a wait and spares the next write the two flock calls of
-		// taking it again: a writer of another process that comes takes
-		// it after the write running then, or crossLinger after the
-		// last. A lone write lets it go at once: a process that exits
-		// holding it would leave its ticket in the queue, and the next
-		// process would wait to find its holder dead (queueCheck).
+		// on it) often arrives within crossLinger.
 		g.kept = true
-		if g.linger == nil {
-			g.linger = time.AfterFunc(crossLinger, g.dropKept)
-		} else {
-			g.linger.Reset(crossLinger)
-		}
 		<-g.turn
 		g.mu.Unlock()
+		time.AfterFunc(crossLinger, g.dropKept)
 		return
 	}
 	g.mu.Unlock()
