@@ -25,9 +25,10 @@ var updateExtraAllocs = map[string]float64{"sqlite": 8, "postgres": 7, "mariadb"
 var allocSink *[4]int
 
 // A guarded Update outside a transaction allocates no more than
-// updateExtraAllocs beyond database/sql's own statement: no per-call
-// options, statement text, turn at SQLite's gate or cross-process lock
-// call. The control: one more allocation per call shows in the count.
+// updateExtraAllocs beyond database/sql's own statement: nothing per call
+// for absent options, the RETURNING text, SQLite's turn at the gate or a
+// version the database computes. The control: one more allocation per
+// call shows in the count.
 func TestUpdateAllocatesLittleBeyondDatabaseSQL(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
