@@ -204,18 +204,27 @@ func (r *Repository[T]) lockedMutateConfig(opts []LockedMutateOption) (mutateCon
 }
 
 func writeConfigOf(opts []WriteOption) (writeConfig, error) {
+	if len(opts) == 0 {
+		return writeConfig{}, nil // no option: nothing escapes to the heap
+	}
 	var c writeConfig
 	err := applyOpts(opts, &c, WriteOption.applyWrite)
 	return c, err
 }
 
 func updateConfigOf(opts []UpdateOption) (writeConfig, error) {
+	if len(opts) == 0 {
+		return writeConfig{}, nil // no option: nothing escapes to the heap
+	}
 	var c writeConfig
 	err := applyOpts(opts, &c, UpdateOption.applyUpdate)
 	return c, err
 }
 
 func deleteConfigOf(opts []DeleteOption) (writeConfig, error) {
+	if len(opts) == 0 {
+		return writeConfig{}, nil
+	}
 	var c writeConfig
 	err := applyOpts(opts, &c, DeleteOption.applyDelete)
 	return c, err

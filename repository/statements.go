@@ -61,6 +61,8 @@ type statements struct {
 	// leaseInRow says the leases live in the record's row
 	// (WithLeasesInRow).
 	leaseInRow bool
+	// returningSQL is returning's text, built once.
+	returningSQL string
 }
 
 // buildSQL prepares the guarded statements, quoting every identifier and
@@ -71,6 +73,7 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	}
 	w := &sqlWriter{db: db}
 	returning := m.returning(db)
+	m.returningSQL = returning
 	m.update = m.updateOf(db, m.setCols)
 	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
 	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m, anyRows).stmt(m.caps, "")

@@ -279,10 +279,11 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	case kindRestore:
 		w.deleted = &gorm.DeletedAt{}
 	}
-	va := &versionArg{prev: expected}
+	var va *versionArg // the version the process computes, when it does
 	if r.m.caps.NextVersion != "" {
 		args = append(args, expected+1) // the floor; the database reads its clock
 	} else {
+		va = &versionArg{prev: expected}
 		args = append(args, va)
 	}
 	if r.m.updatedAt != nil && (kind == kindUpdate || kind == kindBump) {
@@ -294,13 +295,14 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	if cols != nil {
 		s = cols.stmt
 	}
-	s, args = r.withConditions(s, r.m.returning(r.st.Gorm), args, conds)
+	s, args = r.withConditions(s, r.m.returningSQL, args, conds)
 	var n int64
 	var err error
 	switch r.m.caps.VersionBack {
 	case dialect.Returning:
-		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&w.version))
-		if n = 1; store.IsNoRows(err) {
+		var version int64 // its own variable: w stays on the stack
+		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&version))
+		if n, w.version = 1, version; store.IsNoRows(err) {
 			n, err = 0, nil
 		}
 	case dialect.LastInsertID:

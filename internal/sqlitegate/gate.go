@@ -287,18 +287,32 @@ type Conn struct {
 // the lock is free: the same wait, without setting and restoring the
 // timeout on every write.
 func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
+	c := new(Conn)
+	if err := TakeInto(ctx, sqlDB, w, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// TakeInto is Take into c, which the caller may keep on its stack: a
+// write outside a transaction takes its turn without allocating one.
+// Whatever c held is overwritten; on error c holds nothing to release.
+func TakeInto(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn) error {
 	g := gateOf(sqlDB)
 	crossed, err := g.enter(ctx, w)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	start := time.Now()
+	var start time.Time
+	if w.Limit > 0 {
+		start = time.Now()
+	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
 		g.leave(crossed)
-		return nil, locking.Classify(err)
+		return locking.Classify(err)
 	}
-	c := &Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
+	*c = Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
 	if !g.crossOpened {
 		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
 	}
@@ -314,26 +328,26 @@ func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 		if err != nil {
 			c.bad = true
 			c.Release(ctx)
-			return nil, err
+			return err
 		}
 		c.busy = busy
 		if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 			c.bad = true
 			c.Release(ctx)
-			return nil, fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+			return fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
 		}
 	}
 	if g.cross != nil && !c.crossed {
 		if err := g.cross.lock(ctx, w.NoWait, w.Limit > 0, c.deadline); err != nil {
 			c.Release(ctx)
-			return nil, err
+			return err
 		}
 		c.crossed = true
 		g.mu.Lock()
 		g.crossSince = time.Now()
 		g.mu.Unlock()
 	}
-	return c, nil
+	return nil
 }
 
 // Lock runs step, a statement that takes SQLite's write lock (a write, or

@@ -252,7 +252,8 @@ func (s Store) PrefixBound(ctx context.Context, query string) (string, bool) {
 // to the start of the statement that found the write lock free.
 func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send SendFunc, w sqlitegate.Wait) error {
 	begin := s.obsNow()
-	c, err := sqlitegate.Take(ctx, s.SQLDB, w)
+	var c sqlitegate.Conn // on the stack: one write's turn
+	err := sqlitegate.TakeInto(ctx, s.SQLDB, w, &c)
 	if err != nil {
 		s.gateWait(ctx, begin, err)
 		return err
