@@ -132,10 +132,7 @@ func TestClaimRunsOrIsSkipped(t *testing.T) {
 			cfg := config{DB: d, Modes: []string{ModeRaw, ModeClaim}, Workers: []int{4}, Keys: []int{1, 20}, Duration: 150 * time.Millisecond, Out: out}
 			var stdout, stderr bytes.Buffer
 			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
-			b, err := os.ReadFile(filepath.Join(out, "results.json"))
-			require.NoError(t, err)
-			var rep report
-			require.NoError(t, json.Unmarshal(b, &rep))
+			rep := readReport(t, out)
 			if d == "sqlite" {
 				require.Len(t, rep.Results, 2, "raw only")
 				require.Len(t, rep.Skipped, 1)
@@ -164,10 +161,7 @@ func TestLeaseRowSQLRunsOnSQLiteOnly(t *testing.T) {
 			cfg := config{DB: d, Modes: []string{ModeRaw, ModeLeaseRowSQL}, Workers: []int{4}, Keys: []int{1, 20}, Duration: 150 * time.Millisecond, Out: out}
 			var stdout, stderr bytes.Buffer
 			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
-			b, err := os.ReadFile(filepath.Join(out, "results.json"))
-			require.NoError(t, err)
-			var rep report
-			require.NoError(t, json.Unmarshal(b, &rep))
+			rep := readReport(t, out)
 			if d != "sqlite" {
 				require.Len(t, rep.Results, 2, "raw only")
 				require.Len(t, rep.Skipped, 1)
@@ -305,4 +299,14 @@ func TestFinishSummarisesRounds(t *testing.T) {
 	assert.Equal(t, 9*ms, r.Max)
 	assert.Equal(t, 2*ms, r.CPUPerOp, "36 ms of CPU over 18 successful operations")
 	assert.Nil(t, r.lat)
+}
+
+// readReport reads the results.json a run wrote into out.
+func readReport(t *testing.T, out string) report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	var rep report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	return rep
 }

@@ -189,18 +189,12 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	defer func() { oc.end(err) }()
 	_, inTx := r.st.Conn(ctx)
 	// written is a fast path's update, written: the entity then holds
-	// the row's unversioned fields, as after Update (a failure to read
-	// them fails the call only in a transaction, as Update's does).
+	// the row's unversioned fields, as after Update.
 	written := func(ctx context.Context, err error) error {
-		if err != nil || len(r.m.unversioned) == 0 {
+		if err != nil {
 			return err
 		}
-		if rerr := r.refreshUnversioned(ctx, reflectElem(e), id); rerr != nil {
-			if _, inTx := r.st.Conn(ctx); inTx {
-				return rerr
-			}
-		}
-		return nil
+		return r.refreshAfterWrite(ctx, reflectElem(e), id)
 	}
 	if op == "update" && r.m.leases.row != nil && !r.hooksFor(true).on {
 		if !inTx {

@@ -232,12 +232,7 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 		}
 		return err
 	}
-	if err := r.refreshUnversioned(ctx, rv, id); err != nil {
-		if _, inTx := r.st.Conn(ctx); inTx {
-			return err
-		}
-	}
-	return nil
+	return r.refreshAfterWrite(ctx, rv, id)
 }
 
 // conds returns the guard's conditions: each field equal to the value
@@ -282,6 +277,21 @@ func (r *Repository[T]) guardedColumns(g *valueGuard) *columnSet {
 // Apply changed it since. It is stale data, and retried like it.
 func (r *Repository[T]) valueMoved(id any, expected int64, g *valueGuard) error {
 	return &StaleError[T]{Stale: &locking.StaleDataError{Table: r.m.table, ID: id, Expected: expected, Actual: expected, Op: "update"}, Fields: g.names()}
+}
+
+// refreshAfterWrite is refreshUnversioned after a write that succeeded: a
+// failure to read the fields fails the call only in a transaction; outside
+// one the write has committed, it stands, and the fields keep the values
+// they had.
+func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value, id any) error {
+	err := r.refreshUnversioned(ctx, rv, id)
+	if err == nil {
+		return nil
+	}
+	if _, inTx := r.st.Conn(ctx); inTx {
+		return err
+	}
+	return nil
 }
 
 // refreshUnversioned reads the unversioned fields of record id into rv,

@@ -194,12 +194,8 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 			return 0, err
 		}
 		if kind == kindUpdate {
-			if err := r.refreshUnversioned(ctx, rv, id); err != nil {
-				if _, inTx := r.st.Conn(ctx); inTx {
-					return 0, err
-				}
-				// Outside a transaction the write has committed: it
-				// stands, and the fields keep the values they had.
+			if err := r.refreshAfterWrite(ctx, rv, id); err != nil {
+				return 0, err
 			}
 		}
 		return w.version, r.after(ctx, h, e, rv)
