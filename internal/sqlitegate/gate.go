@@ -65,6 +65,13 @@ type sqliteGate struct {
 	waiting    int
 	kept       bool
 	crossSince time.Time
+
+	// hmu guards held, the writer connection the gate keeps between
+	// writes (see "The writer connection"), and linger, the timer that
+	// gives it back.
+	hmu    sync.Mutex
+	held   *Writer
+	linger *time.Timer
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -261,7 +268,11 @@ func (g *sqliteGate) busyTimeout(ctx context.Context, conn *sql.Conn) (int64, er
 // release.
 type Conn struct {
 	gate *sqliteGate
+	db   *sql.DB
 	conn *sql.Conn
+	// w is the gate's writer connection conn is, for a write outside a
+	// transaction (TakeInto); nil otherwise.
+	w    *Writer
 	busy int64 // the connection's busy_timeout to restore, ms
 	// deadline ends the wait for the write lock under LockTimeout.
 	deadline time.Time
@@ -286,18 +297,29 @@ type Conn struct {
 // keeps its own busy timeout and waits in SQLite, again and again until
 // the lock is free: the same wait, without setting and restoring the
 // timeout on every write.
+//
+// It is for a transaction (Begin): the connection is the transaction's
+// until release, and goes back to the pool then.
 func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
 	c := new(Conn)
-	if err := TakeInto(ctx, sqlDB, w, c); err != nil {
+	if err := take(ctx, sqlDB, w, c, false); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// TakeInto is Take into c, which the caller may keep on its stack: a
-// write outside a transaction takes its turn without allocating one.
-// Whatever c held is overwritten; on error c holds nothing to release.
+// TakeInto is Take for one write outside a transaction, into c, which the
+// caller may keep on its stack: the write takes its turn without
+// allocating one. Its statement runs on c.Writer() when the gate keeps a
+// writer connection (see "The writer connection"), with its busy timeout
+// at 0 whatever ctx. Whatever c held is overwritten; on error c holds
+// nothing to release.
 func TakeInto(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn) error {
+	return take(ctx, sqlDB, w, c, true)
+}
+
+// take is Take (a transaction, !write) and TakeInto (write).
+func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error {
 	g := gateOf(sqlDB)
 	crossed, err := g.enter(ctx, w)
 	if err != nil {
@@ -307,34 +329,55 @@ func TakeInto(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn) error {
 	if w.Limit > 0 {
 		start = time.Now()
 	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		g.leave(crossed)
-		return locking.Classify(err)
-	}
-	*c = Conn{gate: g, conn: conn, busy: -1, crossed: crossed}
-	if !g.crossOpened {
-		g.cross, g.crossOpened = openCrossLock(ctx, conn), true
-	}
-	c.inSQLite = ctx.Done() == nil && !w.NoWait && w.Limit == 0
+	*c = Conn{gate: g, db: sqlDB, busy: -1, crossed: crossed}
 	if w.Limit > 0 {
 		c.deadline = start.Add(w.Limit)
 	}
-	if !c.inSQLite {
-		// Set before the wait for the cross-process lock, so that the
-		// other processes do not wait for this statement too (unless the
-		// lock was kept for this writer).
-		busy, err := g.busyTimeout(ctx, conn)
-		if err != nil {
-			c.bad = true
-			c.Release(ctx)
-			return err
+	if hw := g.takeWriter(!write); hw != nil {
+		// The gate's writer connection: its busy timeout is 0 already.
+		c.conn = hw.conn
+		if write {
+			c.w = hw
+		} else {
+			c.busy = hw.busy // the transaction's now: restored at release
 		}
-		c.busy = busy
-		if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-			c.bad = true
-			c.Release(ctx)
-			return fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+	} else {
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			g.leave(crossed)
+			return locking.Classify(err)
+		}
+		c.conn = conn
+		if !g.crossOpened {
+			g.cross, g.crossOpened = openCrossLock(ctx, conn), true
+		}
+		var st sql.DBStats
+		if write {
+			st = sqlDB.Stats()
+		}
+		hold := write && poolLets(st, false)
+		c.inSQLite = !hold && ctx.Done() == nil && !w.NoWait && w.Limit == 0
+		if !c.inSQLite {
+			// Set before the wait for the cross-process lock, so that the
+			// other processes do not wait for this statement too (unless the
+			// lock was kept for this writer).
+			busy, err := g.busyTimeout(ctx, conn)
+			if err != nil {
+				c.bad = true
+				c.Release(ctx)
+				return err
+			}
+			c.busy = busy
+			if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+				c.bad = true
+				c.Release(ctx)
+				return fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
+			}
+		}
+		if hold {
+			// Kept by the gate from now on (putWriter), busy timeout 0.
+			c.w = &Writer{conn: conn, busy: c.busy, waits: st.WaitCount}
+			c.busy = -1
 		}
 	}
 	if g.cross != nil && !c.crossed {
@@ -415,14 +458,22 @@ func (c *Conn) RestoreBusy(ctx context.Context) error {
 // drops it when it cannot be trusted any more) and passes the turn on: in
 // this order, so that a writer of this process that gets the turn with
 // the cross-process lock kept for it finds a connection in the pool.
+//
+// The gate's writer connection (c.Writer) stays with the gate, for the
+// next write, if the pool lets it (see "The writer connection").
 func (c *Conn) Release(ctx context.Context) {
-	if !c.bad {
-		_ = c.RestoreBusy(ctx)
+	if c.w != nil {
+		c.gate.putWriter(c.db, c.w, c.bad)
+		c.w = nil
+	} else {
+		if !c.bad {
+			_ = c.RestoreBusy(ctx)
+		}
+		if c.bad {
+			_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = c.conn.Close()
 	}
-	if c.bad {
-		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = c.conn.Close()
 	crossed := c.crossed
 	c.crossed = false
 	c.gate.leave(crossed)
@@ -553,6 +604,11 @@ func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error
 
 // SQL returns the connection, for the statement the turn was taken for.
 func (c *Conn) SQL() *sql.Conn { return c.conn }
+
+// Writer returns the gate's writer connection the statement runs on, with
+// its prepared statements, or nil when it runs on SQL() (see "The writer
+// connection").
+func (c *Conn) Writer() *Writer { return c.w }
 
 // ReadOnly reports whether the transaction began read-only: it holds no
 // write lock and never may.

@@ -259,12 +259,16 @@ func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send S
 		return err
 	}
 	defer c.Release(ctx)
+	var pool gorm.ConnPool = Pinned{c.SQL()}
+	if wc := c.Writer(); wc != nil {
+		pool = wc // the statement prepared on the gate's writer connection
+	}
 	var sent time.Time // when the last try of the statement began
 	err = c.Lock(ctx, w, func() error {
 		if s.Obs != nil {
 			sent = time.Now()
 		}
-		return locking.Classify(send(ctx, Pinned{c.SQL()}, st.Text, args))
+		return locking.Classify(send(ctx, pool, st.Text, args))
 	})
 	if s.Obs != nil {
 		if sent.IsZero() || (err != nil && (locking.IsSQLiteBusy(err) || ctx.Err() != nil)) {

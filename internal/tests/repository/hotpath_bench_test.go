@@ -33,7 +33,8 @@ const hotPathRoundEnv = "GORMLOCK_BENCH_ROUND"
 //     gorm.io/driver/sqlite) and an empty gorm.Config;
 //   - Update: the same guarded UPDATE ... WHERE id = ? AND version = ?
 //     through database/sql with pgx's driver and its defaults (or
-//     go-sqlite3);
+//     go-sqlite3); Update/ctx=cancellable is the same pair with a context
+//     that can end (context.WithCancel), as an HTTP handler passes;
 //   - Mutate: the same read-modify-write written by hand with plain GORM
 //     (First, change, Updates with a version condition, RowsAffected checked).
 //
@@ -146,6 +147,28 @@ func BenchmarkHotPath(b *testing.B) {
 				for b.Loop() {
 					mine.Balance++
 					if err := accounts.Update(ctx, mine); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// The same pair with a context that can end, as an HTTP
+			// handler's: database/sql then watches it on every call, and
+			// gormlock waits for SQLite's write lock in Go.
+			cctx, cancel := context.WithCancel(ctx)
+			b.Cleanup(cancel)
+			pair("Update/ctx=cancellable", "database-sql", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					theirs.Balance++
+					if ok, err := rawUpdate(cctx, sqlDB, dialect, theirs); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+			}, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					mine.Balance++
+					if err := accounts.Update(cctx, mine); err != nil {
 						b.Fatal(err)
 					}
 				}
