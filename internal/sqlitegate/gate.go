@@ -293,10 +293,11 @@ type Conn struct {
 // the connection's busy timeout: a writer waits its turn as long as its
 // caller lets it, and a busy machine or a short busy timeout never turns
 // the wait into "database is locked". A context that can never end
-// (context.Background) has nothing to stop a wait, and then the connection
-// keeps its own busy timeout and waits in SQLite, again and again until
-// the lock is free: the same wait, without setting and restoring the
-// timeout on every write.
+// (context.Background) has nothing to stop a wait, and then a connection
+// taken from the pool keeps its own busy timeout and waits in SQLite,
+// again and again until the lock is free: the same wait, without setting
+// and restoring the timeout. The gate's writer connection (TakeInto) has
+// its busy timeout at 0 whatever the context, and waits in Lock.
 //
 // It is for a transaction (Begin): the connection is the transaction's
 // until release, and goes back to the pool then.
