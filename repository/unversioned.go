@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -232,7 +233,7 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 		}
 		return err
 	}
-	return r.refreshAfterWrite(ctx, rv, id)
+	return r.refreshAfterWrite(ctx, rv, id, nil)
 }
 
 // conds returns the guard's conditions: each field equal to the value
@@ -282,9 +283,10 @@ func (r *Repository[T]) valueMoved(id any, expected int64, g *valueGuard) error 
 // refreshAfterWrite is refreshUnversioned after a write that succeeded: a
 // failure to read the fields fails the call only in a transaction; outside
 // one the write has committed, it stands, and the fields keep the values
-// they had.
-func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value, id any) error {
-	err := r.refreshUnversioned(ctx, rv, id)
+// they had. returned is what the write's statement returned of the
+// fields (write.unversioned), nil when it returned none.
+func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value, id any, returned []any) error {
+	err := r.refreshUnversioned(ctx, rv, id, returned)
 	if err == nil {
 		return nil
 	}
@@ -296,9 +298,15 @@ func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value,
 
 // refreshUnversioned reads the unversioned fields of record id into rv,
 // after a guarded write (in its transaction, if any), so that the entity
-// holds the row's values, not the ones it was read with.
-func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value, id any) error {
+// holds the row's values, not the ones it was read with. When the write
+// returned them (returned, see write.unversioned) they are set from there,
+// with no statement; should one not fit its field, they are read as
+// without.
+func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value, id any, returned []any) error {
 	if len(r.m.unversioned) == 0 {
+		return nil
+	}
+	if returned != nil && r.setReturned(ctx, rv, returned) {
 		return nil
 	}
 	db, _ := r.st.Conn(ctx)
@@ -316,6 +324,103 @@ func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value
 	}
 	return nil
 }
+
+// setReturned sets rv's unversioned fields to the values a write
+// returned, as the driver gave them, and reports whether it did. Each value
+// is converted as database/sql's Scan converts it into a value of the
+// field's type (see convertReturned) and set as refreshUnversioned sets
+// the values it reads; when one is of a kind convertReturned leaves to
+// database/sql, no field is set and the caller reads them with a SELECT.
+func (r *Repository[T]) setReturned(ctx context.Context, rv reflect.Value, returned []any) bool {
+	if len(returned) != len(r.m.unversioned) {
+		return false
+	}
+	var buf [4]reflect.Value
+	vals := buf[:0]
+	for i, f := range r.m.unversioned {
+		v := reflect.New(f.FieldType).Elem()
+		if !convertReturned(v, returned[i]) {
+			return false
+		}
+		vals = append(vals, v)
+	}
+	for i, f := range r.m.unversioned {
+		if err := f.Set(ctx, rv, vals[i].Interface()); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// convertReturned stores src, a value a driver returned (int64, float64,
+// bool, []byte, string, time.Time or nil), in dst, a settable value of a
+// field's type, as database/sql's Scan into a pointer to that type would,
+// and reports whether it did. It converts the common cases only: the same
+// type, a number into an integer or float kind it fits, text into a string
+// kind, a NULL into a pointer, and any value into a sql.Scanner. For the
+// rest, and for a value database/sql would refuse, it returns false and
+// leaves the conversion, and its error, to database/sql.
+func convertReturned(dst reflect.Value, src any) bool {
+	t := dst.Type()
+	if reflect.PointerTo(t).Implements(scannerType) {
+		return dst.Addr().Interface().(sql.Scanner).Scan(src) == nil
+	}
+	if src == nil {
+		if t.Kind() == reflect.Pointer {
+			dst.SetZero()
+			return true
+		}
+		return false
+	}
+	sv := reflect.ValueOf(src)
+	switch t.Kind() {
+	case reflect.Pointer:
+		e := reflect.New(t.Elem())
+		if !convertReturned(e.Elem(), src) {
+			return false
+		}
+		dst.Set(e)
+		return true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n, ok := src.(int64); ok && !dst.OverflowInt(n) {
+			dst.SetInt(n)
+			return true
+		}
+		return false
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n, ok := src.(int64); ok && n >= 0 && !dst.OverflowUint(uint64(n)) {
+			dst.SetUint(uint64(n))
+			return true
+		}
+		return false
+	case reflect.Float64:
+		if x, ok := src.(float64); ok {
+			dst.SetFloat(x)
+			return true
+		}
+		return false
+	case reflect.String:
+		switch x := src.(type) {
+		case string:
+			dst.SetString(x)
+			return true
+		case []byte:
+			dst.SetString(string(x))
+			return true
+		}
+		return false
+	}
+	if sv.Type() == t && (t == timeType || t.Kind() == reflect.Bool || t == bytesType) {
+		if b, ok := src.([]byte); ok {
+			src = slices.Clone(b)
+		}
+		dst.Set(reflect.ValueOf(src))
+		return true
+	}
+	return false
+}
+
+var bytesType = reflect.TypeOf([]byte(nil))
 
 // sameValue reports whether two values of one field are equal: times by
 // instant, the rest deeply.
