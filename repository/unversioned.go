@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -210,20 +211,37 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 	if err := r.checkIsolation(ctx, "Mutate"); err != nil {
 		return err
 	}
-	w := &sqlWriter{db: r.st.Gorm}
-	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
-	args := make([]any, 0, len(g.fields)+len(r.m.pks)+2)
-	for i, f := range g.fields {
-		if i > 0 {
-			w.str(", ")
-		}
-		w.eq(f.DBName)
+	args := make([]any, 0, 2*len(g.fields)+len(r.m.pks)+2)
+	for _, f := range g.fields {
 		v, _ := f.ValueOf(ctx, rv)
 		args = append(args, v)
 	}
-	st := w.guard(r.m, liveRows).stmt(r.m.caps, "")
-	st, args = r.withConditions(st, "", r.guardArgs(args, id, expected), g.conds())
-	n, err := r.st.ExecResult(ctx, st, args)
+	args = r.guardArgs(args, id, expected)
+	st, ok := r.unversionedWrite(g)
+	if ok {
+		for _, v := range g.read {
+			if null, _ := plainArg(v); !null { // a NULL one is IS NULL in the text
+				args = append(args, v)
+			}
+		}
+	} else {
+		st, args = r.withConditions(r.unversionedBase(g), "", args, g.conds())
+	}
+	var n int64
+	var returned []any
+	if r.m.returnsUnversioned() {
+		returned = make([]any, len(r.m.unversioned))
+		dest := make([]any, len(returned))
+		for i := range returned {
+			dest[i] = &returned[i]
+		}
+		err = r.st.Exec(ctx, st, args, r.st.QueryRowScan(dest...))
+		if n = 1; store.IsNoRows(err) {
+			n, err, returned = 0, nil, nil
+		}
+	} else {
+		n, err = r.st.ExecResult(ctx, st, args)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: Mutate id=%v: %w", r.m.table, id, err)
 	}
@@ -233,7 +251,125 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 		}
 		return err
 	}
-	return r.refreshAfterWrite(ctx, rv, id, nil)
+	return r.refreshAfterWrite(ctx, rv, id, returned)
+}
+
+// unversionedWrite returns writeUnversioned's statement for g, built once
+// per set of fields and of read values that are NULL (the text says IS
+// NULL for those), at most 2^n per model of n unversioned fields:
+//
+//	UPDATE t SET f1 = ?, ... WHERE <guard> AND (f1 = ? AND f2 IS NULL ...)
+//	[RETURNING <every unversioned field>]
+//
+// — the text withConditions builds from g.conds() — with the arguments:
+// the fields' new values, the guard's, and the read values that are not
+// NULL. Where the dialect returns what an Update wrote
+// (meta.returnsUnversioned) the statement returns the model's unversioned
+// fields, as Update's does. ok is false when a read value is one GORM's
+// condition would write otherwise than as one placeholder (a slice, an
+// array, a struct; see plainArg): the caller then builds the statement
+// with withConditions, as for a write of its own.
+func (r *Repository[T]) unversionedWrite(g *valueGuard) (st store.Stmt, ok bool) {
+	var kb strings.Builder
+	kb.WriteString("=") // not a Columns key, nor guardedColumns'
+	for i, f := range g.fields {
+		null, plain := plainArg(g.read[i])
+		if !plain {
+			return store.Stmt{}, false
+		}
+		if i > 0 {
+			kb.WriteByte(',')
+		}
+		kb.WriteString(f.DBName)
+		if null {
+			kb.WriteString(" null")
+		}
+	}
+	k := kb.String()
+	if c, ok := r.cols.sets.Load(k); ok {
+		return c.(store.Stmt), true
+	}
+	w := &sqlWriter{db: r.st.Gorm}
+	r.writeUnversionedSet(w, g).guard(r.m, liveRows).str(" AND (")
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(" AND ")
+		}
+		if null, _ := plainArg(g.read[i]); null {
+			w.quote(f.DBName).str(" IS NULL")
+		} else {
+			w.eq(f.DBName)
+		}
+	}
+	w.str(")")
+	suffix := ""
+	if r.m.returnsUnversioned() {
+		var b strings.Builder
+		b.WriteString(" RETURNING ")
+		for i, f := range r.m.unversioned {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			r.st.Gorm.Dialector.QuoteTo(&b, f.DBName)
+		}
+		suffix = b.String()
+	}
+	st = w.stmt(r.m.caps, suffix)
+	actual, _ := r.cols.sets.LoadOrStore(k, st)
+	return actual.(store.Stmt), true
+}
+
+// unversionedBase is writeUnversioned's statement for g without the
+// conditions on the values read, for withConditions (whose suffix is then
+// "": such a statement returns nothing, and writeUnversioned reads the
+// fields back with a SELECT).
+func (r *Repository[T]) unversionedBase(g *valueGuard) store.Stmt {
+	w := &sqlWriter{db: r.st.Gorm}
+	return r.writeUnversionedSet(w, g).guard(r.m, liveRows).stmt(r.m.caps, "")
+}
+
+// writeUnversionedSet writes UPDATE t SET f1 = ?, ... for g's fields.
+func (r *Repository[T]) writeUnversionedSet(w *sqlWriter, g *valueGuard) *sqlWriter {
+	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(", ")
+		}
+		w.eq(f.DBName)
+	}
+	return w
+}
+
+// plainArg reports how GORM's clause.Eq writes v, a value a Mutate's read
+// gave an unversioned field (see snapshot): null when as IS NULL (nil, or
+// a nil pointer), plain when as "= ?" with v the one argument (a bool,
+// number, string, time, []byte, or a pointer to one of those). Anything
+// else (a slice GORM writes as IN (...) or a list, an array, a struct) is
+// neither.
+func plainArg(v any) (null, plain bool) {
+	if v == nil {
+		return true, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return true, true
+		}
+		rv = rv.Elem()
+	}
+	if _, ok := v.(driver.Valuer); ok {
+		return false, false // snapshot made it its value; one that failed is left to GORM
+	}
+	switch rv.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return false, true
+	}
+	if rv.Type() == timeType || rv.Type() == bytesType {
+		return false, true
+	}
+	return false, false
 }
 
 // conds returns the guard's conditions: each field equal to the value

@@ -171,3 +171,79 @@ func TestUnversionedReadBackFailure(t *testing.T) {
 		assert.Equal(t, "c", name, "the transaction rolled back")
 	})
 }
+
+type nullableHits struct {
+	models.Model
+	Name string `gorm:"column:name;not null"`
+	Hits *int64 `gorm:"column:hits" gormlock:"unversioned"`
+}
+
+// A Mutate whose fn changes unversioned fields only sends one UPDATE
+// guarded by the value read ("= ?", or IS NULL for a NULL one), the same
+// text each time for the same shape; on PostgreSQL it returns the fields
+// and nothing follows it, elsewhere a SELECT of the fields does. The
+// entity returned holds the row's values, exactly.
+func TestUnversionedMutateWriteStatement(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			rec := &sqlRecorder{Interface: logger.Discard}
+			db := testdb.Open(t, d)
+			require.NoError(t, db.AutoMigrate(&nullableHits{}))
+			repo, err := repository.New[nullableHits](db.Session(&gorm.Session{Logger: rec}))
+			require.NoError(t, err)
+			ctx := context.Background()
+			e := &nullableHits{Name: "a"}
+			require.NoError(t, repo.Create(ctx, e))
+			version := e.Version
+
+			// mutate runs one Mutate that adds 1 to hits (NULL counts as
+			// 0) and returns the UPDATE it sent.
+			mutate := func(want int64) string {
+				t.Helper()
+				rec.take()
+				got, err := repo.Mutate(ctx, e.ID, func(p *nullableHits) error {
+					n := int64(1)
+					if p.Hits != nil {
+						n = *p.Hits + 1
+					}
+					p.Hits = &n
+					return nil
+				})
+				require.NoError(t, err)
+				require.NotNil(t, got.Hits)
+				assert.Equal(t, want, *got.Hits)
+				assert.Equal(t, version, got.Version, "the version stays")
+				var updates []string
+				selects := 0
+				for _, s := range rec.take() {
+					switch {
+					case strings.HasPrefix(s, "UPDATE "):
+						updates = append(updates, s)
+					case strings.HasPrefix(strings.NewReplacer("`", "", `"`, "").Replace(s), "SELECT hits FROM"):
+						selects++
+					}
+				}
+				require.Len(t, updates, 1)
+				if unversionedReadBack[d] {
+					assert.Equal(t, 1, selects, "one SELECT of hits after the write")
+				} else {
+					assert.Zero(t, selects, "no SELECT after the write")
+					assert.True(t, strings.HasSuffix(updates[0], ` RETURNING "hits"`), updates[0])
+				}
+				return updates[0]
+			}
+			q := func(s string) string { return strings.NewReplacer("`", "", `"`, "").Replace(s) }
+			first := mutate(1)
+			assert.Contains(t, q(first), "AND (hits IS NULL)", "a NULL read is guarded by IS NULL")
+			second := mutate(2)
+			assert.NotContains(t, q(second), "IS NULL")
+			assert.Regexp(t, `AND \(hits = (\?|\$\d+)\)`, q(second))
+			require.NoError(t, db.Exec("UPDATE nullable_hits SET hits = hits + 10 WHERE id = ?", e.ID).Error)
+			third := mutate(13)
+			assert.Equal(t, second, third, "the same shape sends the same text")
+			var hits int64
+			require.NoError(t, db.Raw("SELECT hits FROM nullable_hits WHERE id = ?", e.ID).Scan(&hits).Error)
+			assert.EqualValues(t, 13, hits)
+		})
+	}
+}
