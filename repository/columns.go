@@ -21,7 +21,9 @@ type columnSet struct {
 
 // columnSets caches a repository's column-limited statements by their
 // fields' column names, sorted and joined by commas.
-type columnSets struct{ sets sync.Map } // string -> *columnSet
+// It also holds writeUnversioned's statements (see unversionedWrite),
+// under keys that start with "=".
+type columnSets struct{ sets sync.Map } // string -> *columnSet, or "=..." -> store.Stmt
 
 // columnSet resolves the names Columns gave (nil when it gave none: the
 // whole row) and returns the set with its statement, built once per set.

@@ -194,7 +194,7 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 		if err != nil {
 			return err
 		}
-		return r.refreshAfterWrite(ctx, reflectElem(e), id)
+		return r.refreshAfterWrite(ctx, reflectElem(e), id, nil)
 	}
 	if op == "update" && r.m.leases.row != nil && !r.hooksFor(true).on {
 		if !inTx {

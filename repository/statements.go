@@ -63,6 +63,18 @@ type statements struct {
 	leaseInRow bool
 	// returningSQL is returning's text, built once.
 	returningSQL string
+	// updateReturningSQL is the RETURNING of Update's statements (update
+	// and the Columns sets'): returningSQL, and where the dialect reads
+	// the version back with RETURNING, the unversioned fields after it
+	// (see returnsUnversioned), so that the write itself brings back what
+	// refreshUnversioned would read with a SELECT of its own.
+	updateReturningSQL string
+}
+
+// returnsUnversioned reports whether Update's statement returns the
+// unversioned fields after the version (updateReturningSQL).
+func (m *meta) returnsUnversioned() bool {
+	return len(m.unversioned) > 0 && m.caps.VersionBack == dialect.Returning
 }
 
 // buildSQL prepares the guarded statements, quoting every identifier and
@@ -74,6 +86,14 @@ func (m *meta) buildSQL(db *gorm.DB, leases bool) {
 	w := &sqlWriter{db: db}
 	returning := m.returning(db)
 	m.returningSQL = returning
+	m.updateReturningSQL = returning
+	if m.returnsUnversioned() {
+		w.reset(returning)
+		for _, f := range m.unversioned {
+			w.str(", ").quote(f.DBName)
+		}
+		m.updateReturningSQL = w.String()
+	}
 	m.update = m.updateOf(db, m.setCols)
 	m.bump = w.reset("UPDATE ").quote(m.table).str(" SET ").setVersion(m, true).guard(m, liveRows).stmt(m.caps, returning)
 	m.delete = w.reset("DELETE FROM ").quote(m.table).guard(m, anyRows).stmt(m.caps, "")
@@ -148,7 +168,7 @@ func (m *meta) updateOf(db *gorm.DB, fields []*schema.Field) store.Stmt {
 	for _, f := range fields {
 		w.eq(f.DBName).str(", ")
 	}
-	return w.setVersion(m, true).guard(m, liveRows).stmt(m.caps, m.returning(db))
+	return w.setVersion(m, true).guard(m, liveRows).stmt(m.caps, m.updateReturningSQL)
 }
 
 // returning is " RETURNING version" where the dialect reads the version

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -209,20 +211,37 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 	if err := r.checkIsolation(ctx, "Mutate"); err != nil {
 		return err
 	}
-	w := &sqlWriter{db: r.st.Gorm}
-	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
-	args := make([]any, 0, len(g.fields)+len(r.m.pks)+2)
-	for i, f := range g.fields {
-		if i > 0 {
-			w.str(", ")
-		}
-		w.eq(f.DBName)
+	args := make([]any, 0, 2*len(g.fields)+len(r.m.pks)+2)
+	for _, f := range g.fields {
 		v, _ := f.ValueOf(ctx, rv)
 		args = append(args, v)
 	}
-	st := w.guard(r.m, liveRows).stmt(r.m.caps, "")
-	st, args = r.withConditions(st, "", r.guardArgs(args, id, expected), g.conds())
-	n, err := r.st.ExecResult(ctx, st, args)
+	args = r.guardArgs(args, id, expected)
+	st, ok := r.unversionedWrite(g)
+	if ok {
+		for _, v := range g.read {
+			if null, _ := plainArg(v); !null { // a NULL one is IS NULL in the text
+				args = append(args, v)
+			}
+		}
+	} else {
+		st, args = r.withConditions(r.unversionedBase(g), "", args, g.conds())
+	}
+	var n int64
+	var returned []any
+	if r.m.returnsUnversioned() {
+		returned = make([]any, len(r.m.unversioned))
+		dest := make([]any, len(returned))
+		for i := range returned {
+			dest[i] = &returned[i]
+		}
+		err = r.st.Exec(ctx, st, args, r.st.QueryRowScan(dest...))
+		if n = 1; store.IsNoRows(err) {
+			n, err, returned = 0, nil, nil
+		}
+	} else {
+		n, err = r.st.ExecResult(ctx, st, args)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: Mutate id=%v: %w", r.m.table, id, err)
 	}
@@ -232,7 +251,125 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 		}
 		return err
 	}
-	return r.refreshAfterWrite(ctx, rv, id)
+	return r.refreshAfterWrite(ctx, rv, id, returned)
+}
+
+// unversionedWrite returns writeUnversioned's statement for g, built once
+// per set of fields and of read values that are NULL (the text says IS
+// NULL for those), at most 2^n per model of n unversioned fields:
+//
+//	UPDATE t SET f1 = ?, ... WHERE <guard> AND (f1 = ? AND f2 IS NULL ...)
+//	[RETURNING <every unversioned field>]
+//
+// — the text withConditions builds from g.conds() — with the arguments:
+// the fields' new values, the guard's, and the read values that are not
+// NULL. Where the dialect returns what an Update wrote
+// (meta.returnsUnversioned) the statement returns the model's unversioned
+// fields, as Update's does. ok is false when a read value is one GORM's
+// condition would write otherwise than as one placeholder (a slice, an
+// array, a struct; see plainArg): the caller then builds the statement
+// with withConditions, as for a write of its own.
+func (r *Repository[T]) unversionedWrite(g *valueGuard) (st store.Stmt, ok bool) {
+	var kb strings.Builder
+	kb.WriteString("=") // not a Columns key, nor guardedColumns'
+	for i, f := range g.fields {
+		null, plain := plainArg(g.read[i])
+		if !plain {
+			return store.Stmt{}, false
+		}
+		if i > 0 {
+			kb.WriteByte(',')
+		}
+		kb.WriteString(f.DBName)
+		if null {
+			kb.WriteString(" null")
+		}
+	}
+	k := kb.String()
+	if c, ok := r.cols.sets.Load(k); ok {
+		return c.(store.Stmt), true
+	}
+	w := &sqlWriter{db: r.st.Gorm}
+	r.writeUnversionedSet(w, g).guard(r.m, liveRows).str(" AND (")
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(" AND ")
+		}
+		if null, _ := plainArg(g.read[i]); null {
+			w.quote(f.DBName).str(" IS NULL")
+		} else {
+			w.eq(f.DBName)
+		}
+	}
+	w.str(")")
+	suffix := ""
+	if r.m.returnsUnversioned() {
+		var b strings.Builder
+		b.WriteString(" RETURNING ")
+		for i, f := range r.m.unversioned {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			r.st.Gorm.Dialector.QuoteTo(&b, f.DBName)
+		}
+		suffix = b.String()
+	}
+	st = w.stmt(r.m.caps, suffix)
+	actual, _ := r.cols.sets.LoadOrStore(k, st)
+	return actual.(store.Stmt), true
+}
+
+// unversionedBase is writeUnversioned's statement for g without the
+// conditions on the values read, for withConditions (whose suffix is then
+// "": such a statement returns nothing, and writeUnversioned reads the
+// fields back with a SELECT).
+func (r *Repository[T]) unversionedBase(g *valueGuard) store.Stmt {
+	w := &sqlWriter{db: r.st.Gorm}
+	return r.writeUnversionedSet(w, g).guard(r.m, liveRows).stmt(r.m.caps, "")
+}
+
+// writeUnversionedSet writes UPDATE t SET f1 = ?, ... for g's fields.
+func (r *Repository[T]) writeUnversionedSet(w *sqlWriter, g *valueGuard) *sqlWriter {
+	w.reset("UPDATE ").quote(r.m.table).str(" SET ")
+	for i, f := range g.fields {
+		if i > 0 {
+			w.str(", ")
+		}
+		w.eq(f.DBName)
+	}
+	return w
+}
+
+// plainArg reports how GORM's clause.Eq writes v, a value a Mutate's read
+// gave an unversioned field (see snapshot): null when as IS NULL (nil, or
+// a nil pointer), plain when as "= ?" with v the one argument (a bool,
+// number, string, time, []byte, or a pointer to one of those). Anything
+// else (a slice GORM writes as IN (...) or a list, an array, a struct) is
+// neither.
+func plainArg(v any) (null, plain bool) {
+	if v == nil {
+		return true, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return true, true
+		}
+		rv = rv.Elem()
+	}
+	if _, ok := v.(driver.Valuer); ok {
+		return false, false // snapshot made it its value; one that failed is left to GORM
+	}
+	switch rv.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return false, true
+	}
+	if rv.Type() == timeType || rv.Type() == bytesType {
+		return false, true
+	}
+	return false, false
 }
 
 // conds returns the guard's conditions: each field equal to the value
@@ -282,9 +419,10 @@ func (r *Repository[T]) valueMoved(id any, expected int64, g *valueGuard) error 
 // refreshAfterWrite is refreshUnversioned after a write that succeeded: a
 // failure to read the fields fails the call only in a transaction; outside
 // one the write has committed, it stands, and the fields keep the values
-// they had.
-func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value, id any) error {
-	err := r.refreshUnversioned(ctx, rv, id)
+// they had. returned is what the write's statement returned of the
+// fields (write.unversioned), nil when it returned none.
+func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value, id any, returned []any) error {
+	err := r.refreshUnversioned(ctx, rv, id, returned)
 	if err == nil {
 		return nil
 	}
@@ -296,9 +434,15 @@ func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value,
 
 // refreshUnversioned reads the unversioned fields of record id into rv,
 // after a guarded write (in its transaction, if any), so that the entity
-// holds the row's values, not the ones it was read with.
-func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value, id any) error {
+// holds the row's values, not the ones it was read with. When the write
+// returned them (returned, see write.unversioned) they are set from there,
+// with no statement; should one not fit its field, they are read as
+// without.
+func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value, id any, returned []any) error {
 	if len(r.m.unversioned) == 0 {
+		return nil
+	}
+	if returned != nil && r.setReturned(ctx, rv, returned) {
 		return nil
 	}
 	db, _ := r.st.Conn(ctx)
@@ -316,6 +460,103 @@ func (r *Repository[T]) refreshUnversioned(ctx context.Context, rv reflect.Value
 	}
 	return nil
 }
+
+// setReturned sets rv's unversioned fields to the values a write
+// returned, as the driver gave them, and reports whether it did. Each value
+// is converted as database/sql's Scan converts it into a value of the
+// field's type (see convertReturned) and set as refreshUnversioned sets
+// the values it reads; when one is of a kind convertReturned leaves to
+// database/sql, no field is set and the caller reads them with a SELECT.
+func (r *Repository[T]) setReturned(ctx context.Context, rv reflect.Value, returned []any) bool {
+	if len(returned) != len(r.m.unversioned) {
+		return false
+	}
+	var buf [4]reflect.Value
+	vals := buf[:0]
+	for i, f := range r.m.unversioned {
+		v := reflect.New(f.FieldType).Elem()
+		if !convertReturned(v, returned[i]) {
+			return false
+		}
+		vals = append(vals, v)
+	}
+	for i, f := range r.m.unversioned {
+		if err := f.Set(ctx, rv, vals[i].Interface()); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// convertReturned stores src, a value a driver returned (int64, float64,
+// bool, []byte, string, time.Time or nil), in dst, a settable value of a
+// field's type, as database/sql's Scan into a pointer to that type would,
+// and reports whether it did. It converts the common cases only: the same
+// type, a number into an integer or float kind it fits, text into a string
+// kind, a NULL into a pointer, and any value into a sql.Scanner. For the
+// rest, and for a value database/sql would refuse, it returns false and
+// leaves the conversion, and its error, to database/sql.
+func convertReturned(dst reflect.Value, src any) bool {
+	t := dst.Type()
+	if reflect.PointerTo(t).Implements(scannerType) {
+		return dst.Addr().Interface().(sql.Scanner).Scan(src) == nil
+	}
+	if src == nil {
+		if t.Kind() == reflect.Pointer {
+			dst.SetZero()
+			return true
+		}
+		return false
+	}
+	sv := reflect.ValueOf(src)
+	switch t.Kind() {
+	case reflect.Pointer:
+		e := reflect.New(t.Elem())
+		if !convertReturned(e.Elem(), src) {
+			return false
+		}
+		dst.Set(e)
+		return true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n, ok := src.(int64); ok && !dst.OverflowInt(n) {
+			dst.SetInt(n)
+			return true
+		}
+		return false
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n, ok := src.(int64); ok && n >= 0 && !dst.OverflowUint(uint64(n)) {
+			dst.SetUint(uint64(n))
+			return true
+		}
+		return false
+	case reflect.Float64:
+		if x, ok := src.(float64); ok {
+			dst.SetFloat(x)
+			return true
+		}
+		return false
+	case reflect.String:
+		switch x := src.(type) {
+		case string:
+			dst.SetString(x)
+			return true
+		case []byte:
+			dst.SetString(string(x))
+			return true
+		}
+		return false
+	}
+	if sv.Type() == t && (t == timeType || t.Kind() == reflect.Bool || t == bytesType) {
+		if b, ok := src.([]byte); ok {
+			src = slices.Clone(b)
+		}
+		dst.Set(reflect.ValueOf(src))
+		return true
+	}
+	return false
+}
+
+var bytesType = reflect.TypeOf([]byte(nil))
 
 // sameValue reports whether two values of one field are equal: times by
 // instant, the rest deeply.

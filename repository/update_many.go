@@ -96,7 +96,7 @@ func (r *Repository[T]) UpdateMany(ctx context.Context, entities []*T, opts ...U
 			if err := r.written(ctx, row.rv, row.id, w); err != nil {
 				return err
 			}
-			if err := r.refreshUnversioned(ctx, row.rv, row.id); err != nil {
+			if err := r.refreshUnversioned(ctx, row.rv, row.id, w.unversioned); err != nil {
 				return err
 			}
 			if err := r.after(ctx, h, row.e, row.rv); err != nil {

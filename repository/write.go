@@ -194,7 +194,7 @@ func (r *Repository[T]) guardedWrite(ctx context.Context, e *T, kind writeKind, 
 			return 0, err
 		}
 		if kind == kindUpdate {
-			if err := r.refreshAfterWrite(ctx, rv, id); err != nil {
+			if err := r.refreshAfterWrite(ctx, rv, id, w.unversioned); err != nil {
 				return 0, err
 			}
 		}
@@ -240,6 +240,10 @@ type write struct {
 	updated any // the update time's value, nil when not written
 	// deleted is the soft-delete field's new value, nil when not written.
 	deleted *gorm.DeletedAt
+	// unversioned is the row's unversioned fields as the write left them,
+	// as the driver gave them, when its statement returned them
+	// (meta.returnsUnversioned); nil otherwise.
+	unversioned []any
 }
 
 // execWrite runs one guarded UPDATE of the record in rv (of the kind given)
@@ -291,13 +295,21 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 	if cols != nil {
 		s = cols.stmt
 	}
-	s, args = r.withConditions(s, r.m.returningSQL, args, conds)
+	suffix := r.m.returningSQL
+	if kind == kindUpdate {
+		suffix = r.m.updateReturningSQL
+	}
+	s, args = r.withConditions(s, suffix, args, conds)
 	var n int64
 	var err error
 	switch r.m.caps.VersionBack {
 	case dialect.Returning:
 		var version int64 // its own variable: w stays on the stack
-		err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&version))
+		if kind == kindUpdate && r.m.returnsUnversioned() {
+			w.unversioned, err = r.execReturningUnversioned(ctx, s, args, &version)
+		} else {
+			err = r.st.Exec(ctx, s, args, r.st.QueryRowScan(&version))
+		}
 		if n, w.version = 1, version; store.IsNoRows(err) {
 			n, err = 0, nil
 		}
@@ -311,6 +323,25 @@ func (r *Repository[T]) execWrite(ctx context.Context, kind writeKind, rv reflec
 		return write{}, fmt.Errorf("%s: %s id=%v: %w", r.m.table, k.method, id, err)
 	}
 	return w, r.checkAffected(ctx, n, id, expected, k.op, k.rows, conds != nil, rv)
+}
+
+// execReturningUnversioned runs st, an Update whose RETURNING gives the
+// version and then the unversioned fields (meta.returnsUnversioned), and
+// returns those fields' values as the driver gave them. They are scanned
+// into interfaces, which never fails: a value the entity's field cannot
+// take is found when it is set (see refreshAfterWrite), not as a failure
+// of a write that happened.
+func (r *Repository[T]) execReturningUnversioned(ctx context.Context, st store.Stmt, args []any, version *int64) ([]any, error) {
+	vals := make([]any, len(r.m.unversioned))
+	dest := make([]any, 1+len(vals))
+	dest[0] = version
+	for i := range vals {
+		dest[1+i] = &vals[i]
+	}
+	if err := r.st.Exec(ctx, st, args, r.st.QueryRowScan(dest...)); err != nil {
+		return nil, err
+	}
+	return vals, nil
 }
 
 // withConditions returns st, a guarded write whose text ends with suffix,
