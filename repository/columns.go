@@ -20,10 +20,15 @@ type columnSet struct {
 }
 
 // columnSets caches a repository's column-limited statements by their
-// fields' column names, sorted and joined by commas.
-// It also holds writeUnversioned's statements (see unversionedWrite),
-// under keys that start with "=".
-type columnSets struct{ sets sync.Map } // string -> *columnSet, or "=..." -> store.Stmt
+// fields' column names, sorted and joined by commas, and
+// writeUnversioned's statements by shape, apart (a column's name is never
+// taken for a shape).
+type columnSets struct {
+	sets sync.Map // string -> *columnSet
+	// unversioned holds writeUnversioned's statements by shape (see
+	// unversionedWrite): string -> store.Stmt.
+	unversioned sync.Map
+}
 
 // columnSet resolves the names Columns gave (nil when it gave none: the
 // whole row) and returns the set with its statement, built once per set.

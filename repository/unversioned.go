@@ -229,7 +229,10 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 	}
 	var n int64
 	var returned []any
-	if r.m.returnsUnversioned() {
+	// Only the statement built once per shape returns the fields; the one
+	// withConditions builds returns nothing, and the fields are read back
+	// after it.
+	if ok && r.m.returnsUnversioned() {
 		returned = make([]any, len(r.m.unversioned))
 		dest := make([]any, len(returned))
 		for i := range returned {
@@ -256,7 +259,8 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 
 // unversionedWrite returns writeUnversioned's statement for g, built once
 // per set of fields and of read values that are NULL (the text says IS
-// NULL for those), at most 2^n per model of n unversioned fields:
+// NULL for those), at most 3^n per model of n unversioned fields (each
+// absent, read NULL or read not NULL):
 //
 //	UPDATE t SET f1 = ?, ... WHERE <guard> AND (f1 = ? AND f2 IS NULL ...)
 //	[RETURNING <every unversioned field>]
@@ -271,7 +275,6 @@ func (r *Repository[T]) writeUnversioned(ctx context.Context, e *T, g *valueGuar
 // with withConditions, as for a write of its own.
 func (r *Repository[T]) unversionedWrite(g *valueGuard) (st store.Stmt, ok bool) {
 	var kb strings.Builder
-	kb.WriteString("=") // not a Columns key, nor guardedColumns'
 	for i, f := range g.fields {
 		null, plain := plainArg(g.read[i])
 		if !plain {
@@ -286,7 +289,7 @@ func (r *Repository[T]) unversionedWrite(g *valueGuard) (st store.Stmt, ok bool)
 		}
 	}
 	k := kb.String()
-	if c, ok := r.cols.sets.Load(k); ok {
+	if c, ok := r.cols.unversioned.Load(k); ok {
 		return c.(store.Stmt), true
 	}
 	w := &sqlWriter{db: r.st.Gorm}
@@ -315,7 +318,7 @@ func (r *Repository[T]) unversionedWrite(g *valueGuard) (st store.Stmt, ok bool)
 		suffix = b.String()
 	}
 	st = w.stmt(r.m.caps, suffix)
-	actual, _ := r.cols.sets.LoadOrStore(k, st)
+	actual, _ := r.cols.unversioned.LoadOrStore(k, st)
 	return actual.(store.Stmt), true
 }
 

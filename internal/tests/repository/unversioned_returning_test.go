@@ -247,3 +247,49 @@ func TestUnversionedMutateWriteStatement(t *testing.T) {
 		})
 	}
 }
+
+// blobDoc is a named []byte: GORM's condition writes it as one value,
+// but it is not one of the types whose read value the statement built
+// once per shape takes (plainArg), so Mutate builds its guarded write
+// for the call.
+type blobDoc []byte
+
+// unversionedBlob has an unversioned field of that type.
+type unversionedBlob struct {
+	models.Model
+	Name string  `gorm:"column:name;not null"`
+	Doc  blobDoc `gorm:"column:doc" gormlock:"unversioned"`
+}
+
+// A Mutate of an unversioned field whose statement is built for the call
+// (not once per shape) is applied once and reported so: fn runs once, the
+// row and the entity returned hold the new value, the version stays. On
+// PostgreSQL that statement returns nothing, and reading it as if it
+// returned the fields took the applied write for a stale one: fn ran 10
+// times and the call failed with ErrStaleData while the row had changed.
+func TestUnversionedMutateOfAFieldBuiltPerCall(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d, func(t *testing.T) {
+			db := testdb.Open(t, d)
+			require.NoError(t, db.AutoMigrate(&unversionedBlob{}))
+			repo, err := repository.New[unversionedBlob](db)
+			require.NoError(t, err)
+			ctx := context.Background()
+			e := &unversionedBlob{Name: "a", Doc: blobDoc("a")}
+			require.NoError(t, repo.Create(ctx, e))
+			calls := 0
+			got, err := repo.Mutate(ctx, e.ID, func(p *unversionedBlob) error {
+				calls++
+				p.Doc = append(p.Doc, 'x')
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, 1, calls, "fn ran once: the write was applied the first time")
+			assert.Equal(t, "ax", string(got.Doc))
+			assert.Equal(t, e.Version, got.Version, "an unversioned field alone leaves the version")
+			var row unversionedBlob
+			require.NoError(t, db.First(&row, e.ID).Error)
+			assert.Equal(t, "ax", string(row.Doc))
+		})
+	}
+}
