@@ -334,7 +334,14 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 	if w.Limit > 0 {
 		c.deadline = start.Add(w.Limit)
 	}
-	if hw := g.takeWriter(!write); hw != nil {
+	hw := g.takeWriter(!write)
+	if hw != nil && dbClosed(sqlDB) {
+		// Not lent after DB.Close: it goes, and the write fails below as
+		// it would without gormlock.
+		g.putWriter(sqlDB, hw, false)
+		hw = nil
+	}
+	if hw != nil {
 		// The gate's writer connection: its busy timeout is 0 already.
 		c.conn = hw.conn
 		if write {

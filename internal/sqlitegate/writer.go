@@ -34,6 +34,48 @@ import (
 // idle application gets its connection back soon after.
 const writerLinger = time.Millisecond
 
+// lingerNS is the linger in force, in nanoseconds; 0 for writerLinger.
+var lingerNS atomic.Int64
+
+// lingerFor returns how long the gate keeps an unused writer connection.
+func lingerFor() time.Duration {
+	if d := lingerNS.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return writerLinger
+}
+
+// SetWriterLinger makes the gates keep their writer connections for d
+// without a write, until the function it returns restores writerLinger
+// and gives back every writer connection kept then. It is for tests that
+// count a call's allocations: a connection given back and taken again
+// between two calls allocates, and a loaded machine can space two calls
+// by more than writerLinger.
+func SetWriterLinger(d time.Duration) (restore func()) {
+	lingerNS.Store(int64(d))
+	return func() {
+		lingerNS.Store(0)
+		sqliteGates.Range(func(_, v any) bool {
+			v.(*sqliteGate).giveBackHeld()
+			return true
+		})
+	}
+}
+
+// giveBackHeld gives the writer connection the gate keeps back to its
+// pool, unless a writer has it.
+func (g *sqliteGate) giveBackHeld() {
+	g.hmu.Lock()
+	w := g.held
+	if w == nil || w.inUse {
+		g.hmu.Unlock()
+		return
+	}
+	g.held = nil
+	g.hmu.Unlock()
+	w.close(false)
+}
+
 // minHeldPool is the least connection limit (SetMaxOpenConns) of a pool
 // the gate keeps a connection of between writes; 0 (no limit) counts as
 // enough. With fewer, a connection kept idle is one the application can
@@ -65,13 +107,25 @@ type Writer struct {
 	conn *sql.Conn
 	// busy is the connection's busy_timeout (ms) to restore when it goes
 	// back to the pool; it is 0 while the gate keeps it.
-	busy  int64
-	stmts map[string]*sql.Stmt
+	busy int64
+	// stmts are the statements prepared on it, by text and by whether
+	// they were run for Exec or for a query: a text prepared for a query
+	// is never run by Exec (see stmt).
+	stmts map[stmtKey]*sql.Stmt
+	// broken says a statement found the connection closed: it goes back
+	// to the pool as bad.
+	broken bool
 	// waits is the pool's WaitCount when the gate last looked.
 	waits int64
 	// inUse says a writer has it; used that one had it since the linger
 	// timer last looked. Both under the gate's hmu.
 	inUse, used bool
+}
+
+// stmtKey is a prepared statement's text and whether it runs for Exec.
+type stmtKey struct {
+	query string
+	exec  bool
 }
 
 var errWriterNotTx = errors.New("gormlock: the SQLite writer connection is not a transaction")
@@ -88,10 +142,23 @@ func (w *Writer) ExecContext(ctx context.Context, query string, args ...any) (sq
 	if err != nil {
 		return nil, err
 	}
+	var res sql.Result
 	if st == nil {
-		return w.conn.ExecContext(ctx, query, args...)
+		res, err = w.conn.ExecContext(ctx, query, args...)
+	} else {
+		res, err = st.ExecContext(ctx, args...)
 	}
-	return st.ExecContext(ctx, args...)
+	w.check(err)
+	return res, err
+}
+
+// check marks the connection broken when err says it is closed (the
+// driver found it bad, and database/sql closed it): the gate must not keep
+// it for the next write.
+func (w *Writer) check(err error) {
+	if err != nil && (errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)) {
+		w.broken = true
+	}
 }
 
 // QueryContext implements gorm.ConnPool.
@@ -100,10 +167,14 @@ func (w *Writer) QueryContext(ctx context.Context, query string, args ...any) (*
 	if err != nil {
 		return nil, err
 	}
+	var rows *sql.Rows
 	if st == nil {
-		return w.conn.QueryContext(ctx, query, args...)
+		rows, err = w.conn.QueryContext(ctx, query, args...)
+	} else {
+		rows, err = st.QueryContext(ctx, args...)
 	}
-	return st.QueryContext(ctx, args...)
+	w.check(err)
+	return rows, err
 }
 
 // QueryRowContext implements gorm.ConnPool.
@@ -128,7 +199,8 @@ func (w *Writer) PrepareContext(ctx context.Context, query string) (*sql.Stmt, e
 // one text, or (exec) one that returns rows that Exec would leave unread,
 // its statement — and its write transaction — open until the next run.
 func (w *Writer) stmt(ctx context.Context, query string, exec bool) (*sql.Stmt, error) {
-	if st, ok := w.stmts[query]; ok {
+	k := stmtKey{query, exec}
+	if st, ok := w.stmts[k]; ok {
 		return st, nil
 	}
 	if strings.IndexByte(query, ';') >= 0 || (exec && containsFold(query, "RETURNING")) {
@@ -139,12 +211,13 @@ func (w *Writer) stmt(ctx context.Context, query string, exec bool) (*sql.Stmt, 
 	}
 	st, err := w.conn.PrepareContext(ctx, query)
 	if err != nil {
+		w.check(err)
 		return nil, err
 	}
 	if w.stmts == nil {
-		w.stmts = make(map[string]*sql.Stmt)
+		w.stmts = make(map[stmtKey]*sql.Stmt)
 	}
-	w.stmts[query] = st
+	w.stmts[k] = st
 	openStmts.Add(1)
 	return st, nil
 }
@@ -184,6 +257,25 @@ func (w *Writer) close(bad bool) {
 	_ = w.conn.Close()
 }
 
+// doneCtx is a context that has ended, for dbClosed.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// dbClosed reports whether sqlDB was closed: DB.Conn answers "database is
+// closed" before it looks at its context, and with a context that has
+// ended it takes no connection. DB.Close does not close a connection
+// taken from the pool until it goes back, so the gate looks before it
+// lends its writer connection and before it keeps it: a write after
+// DB.Close fails as it does without gormlock, and the connection (with
+// the database file) closes with the write before it.
+func dbClosed(sqlDB *sql.DB) bool {
+	_, err := sqlDB.Conn(doneCtx)
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
 // poolLets reports whether a pool with stats st lets the gate keep one of
 // its connections idle between writes: no limit, or a limit of
 // minHeldPool or more with a connection to spare, and nobody waited for a
@@ -219,18 +311,20 @@ func (g *sqliteGate) takeWriter(own bool) *Writer {
 // putWriter is the end of a write on w: the gate keeps w for the next one
 // if the pool allows (poolLets), and lets it go otherwise, or when bad.
 func (g *sqliteGate) putWriter(sqlDB *sql.DB, w *Writer, bad bool) {
+	bad = bad || w.broken
+	closed := !bad && dbClosed(sqlDB)
 	g.hmu.Lock()
 	st := sqlDB.Stats()
 	waited := st.WaitCount != w.waits
 	w.waits = st.WaitCount
-	if !bad && poolLets(st, waited) {
+	if !bad && !closed && poolLets(st, waited) {
 		w.inUse = false
 		if g.held != w {
 			g.held = w
 			if g.linger == nil {
-				g.linger = time.AfterFunc(writerLinger, g.lingerOver)
+				g.linger = time.AfterFunc(lingerFor(), g.lingerOver)
 			} else {
-				g.linger.Reset(writerLinger)
+				g.linger.Reset(lingerFor())
 			}
 		}
 		g.hmu.Unlock()
@@ -254,7 +348,7 @@ func (g *sqliteGate) lingerOver() {
 	}
 	if w.inUse || w.used {
 		w.used = false
-		g.linger.Reset(writerLinger)
+		g.linger.Reset(lingerFor())
 		g.hmu.Unlock()
 		return
 	}

@@ -253,3 +253,47 @@ func TestSQLiteWriteOnTheKeptConnectionEndsWithItsContext(t *testing.T) {
 		requireRow(t, db, a.ID, 10, a.Version, "round", round)
 	}
 }
+
+// A write right after DB.Close fails as it does without gormlock ("sql:
+// database is closed"), with a context that can end and with
+// context.Background, although the gate kept its writer connection from
+// the write just before; and that connection closes with it, so the
+// database's -wal file is gone when Close has returned and the last write
+// has failed (SQLite checkpoints and removes it when its last connection
+// closes). Before, the kept connection took writes after Close for as
+// long as they came within its linger (42 of 50 rounds).
+func TestSQLiteWriteAfterCloseFails(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "closed.db")
+		db, err := sqliteopen.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, fixtures.Migrate(context.Background(), db))
+		accounts, _ := repos(t, db)
+		a := newAccount(t, accounts, "closing", 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		if round%2 == 0 {
+			cancel()
+			ctx = context.Background()
+		}
+		for range 3 {
+			a.Balance++
+			require.NoError(t, accounts.Update(ctx, a))
+		}
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		require.NoError(t, sqlDB.Close())
+		a.Balance++
+		err = accounts.Update(ctx, a)
+		cancel()
+		require.Error(t, err, "round %d: a write after DB.Close", round)
+		require.Contains(t, err.Error(), "sql: database is closed", "round %d", round)
+		_, statErr := os.Stat(path + "-wal")
+		require.True(t, os.IsNotExist(statErr), "round %d: the -wal file is still there: a connection is open", round)
+		reopened, err := sqliteopen.Open(path)
+		require.NoError(t, err)
+		var balance int64
+		require.NoError(t, reopened.Raw("SELECT balance FROM accounts WHERE id = ?", a.ID).Scan(&balance).Error)
+		require.EqualValues(t, 3, balance, "round %d: the three writes before Close, not the one after", round)
+		require.NoError(t, fixtures.Close(reopened))
+	}
+}
