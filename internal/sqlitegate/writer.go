@@ -27,7 +27,8 @@ import (
 // once when the pool is limited to fewer than minHeldPool connections, is
 // full, or someone waited for one of its connections since the gate took
 // it, and when a transaction begins (Begin takes it over). A DB.Close does
-// not wait for it: it closes when the linger ends.
+// not wait for it: it closes when the linger ends, or at the next write,
+// which then fails as it would without gormlock (see dbClosed).
 
 // writerLinger is how long the gate keeps its writer connection without a
 // write: the callers of a busy database write again well within it; an
