@@ -487,3 +487,62 @@ func TestSetTurnQueueOffLocksWithFlockAlone(t *testing.T) {
 	}
 	on.unlock()
 }
+
+// A writer that leaves while nobody of its process waits keeps the
+// cross-process lock for crossLinger, for a writer of its process that may
+// come. The linger of that next writer is its own: the end of an earlier
+// linger does not let the lock go (with a timer per linger, the earlier
+// write's timer, firing between two later writes, ended the process's turn
+// early), and the end of the last one does, serving the other process.
+func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
+	old := crossLinger
+	crossLinger = time.Hour // no timer fires during the test: it says when
+	t.Cleanup(func() { crossLinger = old })
+	path := lockFile(t)
+	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
+	if g.cross == nil || g.cross.q == nil {
+		t.Fatal("no lock file with a queue on Linux")
+	}
+	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	other := openQueue(t, path) // another process, waiting: the lock is contended
+	ticket := other.q.take()
+
+	// The first writer took the lock for this process now; the turn will
+	// not reach crossBatch while the test runs, however slow the machine.
+	g.turn <- struct{}{}
+	g.crossSince = time.Now().Add(time.Hour)
+	g.leave(true)
+	first := g.keptUntil
+	if !g.kept || first.IsZero() {
+		t.Fatalf("after a write with another process waiting: kept=%v until %v, want the lock kept for crossLinger", g.kept, first)
+	}
+	crossed, err := g.enter(context.Background(), Wait{})
+	if err != nil || !crossed {
+		t.Fatalf("the next writer's enter = %v, %v; want the kept lock", crossed, err)
+	}
+	time.Sleep(time.Millisecond) // its linger ends later than the first one's
+	g.leave(crossed)
+	t.Cleanup(func() { g.keptTimer.Stop() })
+	if !g.kept || !g.keptUntil.After(first) {
+		t.Fatalf("after the second write: kept=%v until %v, want kept past %v", g.kept, g.keptUntil, first)
+	}
+
+	g.dropKept(first) // the first linger's end
+	if !g.kept || other.q.serving.Load() == ticket {
+		t.Fatal("the end of the first writer's linger let the lock go while the second writer's lasted")
+	}
+	if ok, err := tryFlock(int(other.f.Fd())); ok || err != nil {
+		t.Fatalf("flock of another open file = %v, %v; want it held", ok, err)
+	}
+	g.dropKept(g.keptUntil) // the second one's
+	if g.kept || other.q.serving.Load() != ticket {
+		t.Fatalf("after the last linger's end: kept=%v, serving %d, want the lock let go and ticket %d served", g.kept, other.q.serving.Load(), ticket)
+	}
+	if ok, err := tryFlock(int(other.f.Fd())); !ok || err != nil {
+		t.Fatalf("flock of another open file after the linger = %v, %v; want it free", ok, err)
+	}
+	unFlock(int(other.f.Fd()))
+	other.q.pass(ticket)
+}
