@@ -317,7 +317,7 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 			r.st.Gorm.Dialector.QuoteTo(&ret, f.DBName)
 		}
 	}
-	st := store.Stmt{Text: plain + ret.String()}
+	st := store.Stmt{Text: plain + ret.String(), Keyed: true}
 	if bounded != "" {
 		st.Bounded = bounded + ret.String()
 	}

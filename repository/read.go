@@ -104,6 +104,10 @@ func (r *Repository[T]) checkPreload(name string) error {
 // readRow reads record id into e with query, selectSQL or one of its locked
 // forms. No row gives gorm.ErrRecordNotFound, as GORM's Take does.
 func (r *Repository[T]) readRow(ctx context.Context, pool gorm.ConnPool, query string, e *T, id any) (err error) {
+	ctx, err = r.st.Detach(ctx) // one row by its key
+	if err != nil {
+		return err
+	}
 	rows, err := r.st.QuerySQL(ctx, pool, query, r.m.keyArgs(nil, id))
 	if err != nil {
 		return err

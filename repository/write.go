@@ -360,7 +360,7 @@ func (r *Repository[T]) withConditions(st store.Stmt, suffix string, args []any,
 	clause.Where{Exprs: conds}.Build(stmt)
 	stmt.SQL.WriteString(")")
 	base := stmt.SQL.String()
-	out := store.Stmt{Text: base + suffix}
+	out := store.Stmt{Text: base + suffix, Keyed: st.Keyed}
 	switch {
 	case r.m.caps.StatementTimeout != "":
 		out.Bounded = out.Text
