@@ -249,6 +249,9 @@ WHERE ` + match + live + ` AND ` + free + `{bound}`)
 	r.state = q(`SELECT ` + owner + `, ` + fence + `, ` + acquired + `, ` + expires + ` FROM ` + table + ` WHERE ` + match + ` AND ` + token + ` IS NOT NULL AND ` + expires + ` > NOW`)
 	r.held = q(`SELECT 1 FROM ` + table + ` WHERE ` + match + ` AND ` + mine)
 	r.releaseOwner = w(`UPDATE ` + table + ` SET ` + set(dialect.LeaseTokenCol) + ` = NULL, ` + set(dialect.LeaseExpiresCol) + ` = NOW WHERE ` + owner + ` = ? AND ` + token + ` IS NOT NULL AND ` + expires + ` > NOW{bound}`)
+	for _, st := range []*store.Stmt{&r.acquire, &r.acquireAsync, &r.write, &r.release, &r.renew} {
+		st.Keyed = true // one record by its key (releaseOwner: all of an owner's)
+	}
 	if sqlDB, err := db.DB(); err == nil {
 		registerRowLeases(sqlDB, m.table, r.releaseOwner)
 	}
@@ -286,12 +289,16 @@ func (r *Repository[T]) acquireRow(ctx context.Context, id any, lease *Lease, tt
 		if n, err = r.st.ExecResult(ctx, st, args); err == nil && n == 0 {
 			err = sql.ErrNoRows
 		}
+		var rctx context.Context
+		if err == nil {
+			rctx, err = r.st.Detach(ctx) // one row by its key
+		}
 		if err == nil {
 			db, _ := r.st.Conn(ctx)
 			var rows *sql.Rows
-			rows, err = r.st.QuerySQL(ctx, db.Statement.ConnPool, rl.acquireBack, append(r.m.keyArgs(nil, id), hash))
+			rows, err = r.st.QuerySQL(rctx, db.Statement.ConnPool, rl.acquireBack, append(r.m.keyArgs(nil, id), hash))
 			if err == nil {
-				err = r.scanRowLease(ctx, rows, rv, head)
+				err = r.scanRowLease(rctx, rows, rv, head)
 			}
 		}
 	}
