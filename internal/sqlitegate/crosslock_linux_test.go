@@ -546,3 +546,53 @@ func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
 	unFlock(int(other.f.Fd()))
 	other.q.pass(ticket)
 }
+
+// A lock kept for a writer that waited is let go when that writer stops
+// waiting, also when it stops while a linger's timer holds the turn: its
+// giveUp leaves the lock to the turn's holder, and the timer's dropKept,
+// finding nobody waiting, lets it go (it kept it, and the other processes
+// waited until this one wrote again).
+func TestCrossLockKeptForAWaiterThatStopsWhileTheTimerHoldsTheTurn(t *testing.T) {
+	old := crossLinger
+	crossLinger = time.Hour // the test fires the timer itself
+	t.Cleanup(func() { crossLinger = old })
+	path := lockFile(t)
+	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
+	if g.cross == nil || g.cross.q == nil {
+		t.Fatal("no lock file with a queue on Linux")
+	}
+	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	other := openQueue(t, path)
+	ticket := other.q.take()
+
+	g.turn <- struct{}{} // the first writer lingers: the timer is armed
+	g.crossSince = time.Now().Add(time.Hour)
+	g.leave(true)
+	t.Cleanup(func() { g.keptTimer.Stop() })
+	g.turn <- struct{}{} // the second writer inherits the lock
+	if !g.inherit(false) {
+		t.Fatal("the second writer did not inherit the kept lock")
+	}
+	g.mu.Lock()
+	g.waiting++ // a third writer waits
+	g.mu.Unlock()
+	g.leave(true) // the second leaves, keeping the lock for the third
+	if !g.kept || !g.keptUntil.IsZero() {
+		t.Fatalf("kept=%v until %v; want kept for the waiter", g.kept, g.keptUntil)
+	}
+	now := time.Now()
+	g.turn <- struct{}{} // the first linger's timer fires and takes the turn,
+	g.giveUp()           // the third writer's context ends meanwhile,
+	<-g.turn
+	g.dropKept(now) // and the timer goes on
+	if g.kept || other.q.serving.Load() != ticket {
+		t.Fatalf("kept=%v, serving %d: the lock stayed kept with nobody to take or let it go (want ticket %d served)", g.kept, other.q.serving.Load(), ticket)
+	}
+	if ok, err := tryFlock(int(other.f.Fd())); !ok || err != nil {
+		t.Fatalf("flock of another open file = %v, %v; want it free", ok, err)
+	}
+	unFlock(int(other.f.Fd()))
+	other.q.pass(ticket)
+}

@@ -253,8 +253,14 @@ func (g *sqliteGate) leave(crossed bool) {
 // 4 processes made 0.78–0.87× flock's throughput instead of 0.95–0.98×.
 var crossLinger = 200 * time.Microsecond
 
-// dropKept lets the cross-process lock go if it is still kept for a writer
-// that may come, its linger over at now, and no writer has the turn.
+// dropKept lets the cross-process lock go if it is still kept, no writer
+// has the turn, and nobody is left to take it: kept for a writer that may
+// come, its linger is over at now; kept for writers that waited, they all
+// stopped waiting. The second case matters because giveUp, which lets the
+// lock go when the last waiter stops, leaves it to whoever holds the turn
+// — here, dropKept itself. For the same reason the turn goes back under
+// mu when the lock stays kept: a waiter that stops right after finds the
+// turn free and lets the lock go itself.
 func (g *sqliteGate) dropKept(now time.Time) {
 	select {
 	case g.turn <- struct{}{}:
@@ -262,14 +268,20 @@ func (g *sqliteGate) dropKept(now time.Time) {
 		return // a writer has the turn, and the kept lock with it
 	}
 	g.mu.Lock()
-	kept := g.kept && !g.keptUntil.IsZero() && !now.Before(g.keptUntil)
-	if kept {
-		g.kept, g.keptUntil = false, time.Time{}
+	drop := g.kept
+	if drop && g.keptUntil.IsZero() {
+		drop = g.waiting == 0
+	} else if drop {
+		drop = !now.Before(g.keptUntil)
 	}
+	if !drop {
+		<-g.turn
+		g.mu.Unlock()
+		return
+	}
+	g.kept, g.keptUntil = false, time.Time{}
 	g.mu.Unlock()
-	if kept {
-		g.cross.unlock()
-	}
+	g.cross.unlock()
 	<-g.turn
 }
 
