@@ -218,7 +218,8 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
 	var args []any
 	seen := map[string]bool{}
-	versioned := false // a change of a field the version covers
+	versioned := false        // a change of a field the version covers
+	userSQL := cfg.cond != "" // SQL of the caller's, which may run long (see store.Detach)
 	for _, c := range changes {
 		f := m.schema.LookUpField(c.field)
 		settable := m.isUnversionedField(f)
@@ -246,6 +247,7 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 		case c.sql == "":
 			w.param()
 		default:
+			userSQL = true
 			if err := oneExpression(c.sql, m.caps.HashComments); err != nil {
 				return store.Stmt{}, nil, err
 			}
@@ -317,7 +319,7 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 			r.st.Gorm.Dialector.QuoteTo(&ret, f.DBName)
 		}
 	}
-	st := store.Stmt{Text: plain + ret.String(), Keyed: true}
+	st := store.Stmt{Text: plain + ret.String(), Keyed: !userSQL}
 	if bounded != "" {
 		st.Bounded = bounded + ret.String()
 	}

@@ -452,7 +452,7 @@ func (c *Conn) Lock(ctx context.Context, w Wait, step func() error) error {
 	sleep := 500 * time.Microsecond
 	for {
 		err := step()
-		if err != nil && ctx.Err() != nil && !locking.IsSQLiteBusy(err) {
+		if err != nil && ctx.Err() != nil && interrupted(err) {
 			// The context ended while the statement ran, and the driver
 			// interrupted it (the pure-Go driver answers SQLITE_INTERRUPT
 			// rather than the context's error): SQLite rolled the
@@ -483,6 +483,16 @@ func (c *Conn) Lock(ctx context.Context, w Wait, step func() error) error {
 		}
 		sleep = min(2*sleep, 2*time.Millisecond)
 	}
+}
+
+// interrupted reports whether err is a statement's end by its context:
+// the context's error (go-sqlite3) or SQLITE_INTERRUPT (the pure-Go
+// driver). A statement sent with a context that does not end (what
+// store.Detach gives) fails only on its own, and its error is its own: a
+// write that found no row to change is stale data, whenever the caller's
+// context ended.
+func interrupted(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || locking.Code(err) == "SQLITE_9"
 }
 
 // restoreBusy gives the connection its busy_timeout back (inside or outside

@@ -80,7 +80,17 @@ func newCanceller(ctx context.Context, db *sql.DB, conn *sql.Conn, d string) can
 	_ = conn.Raw(func(c any) error { dc = c; return nil })
 	switch d {
 	case dialect.Postgres:
+		if c, ok := pgCancellers.Load(dc); ok {
+			return c.(pgCanceller)
+		}
 		if pg := pgCancelRequester(dc); pg != nil {
+			if pgCancellerCount.Add(1) > maxMySQLSessions {
+				// As mysqlSessions: entries of closed connections go all
+				// at once, and are looked up again.
+				pgCancellers.Clear()
+				pgCancellerCount.Store(1)
+			}
+			pgCancellers.Store(dc, pgCanceller{pg})
 			return pgCanceller{pg}
 		}
 	case dialect.MySQL:
@@ -175,6 +185,15 @@ var (
 )
 
 const maxMySQLSessions = 1024
+
+// pgCancellers caches the canceller of each pgx connection (its
+// driver.Conn), found by reflection once per connection instead of for
+// every statement whose context can end; it holds at most
+// maxMySQLSessions, as mysqlSessions does.
+var (
+	pgCancellers     sync.Map
+	pgCancellerCount atomic.Int64
+)
 
 // mysqlCanceller kills a statement or a session of db's server with KILL,
 // sent over another connection of db's pool.

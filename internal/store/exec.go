@@ -46,8 +46,9 @@ type Stmt struct {
 	// max_statement_time, see dialect.Caps.StatementTimeout); "" where
 	// the dialect bounds waits otherwise (SQLite) or cannot (MySQL).
 	Bounded string
-	// Keyed says the statement addresses one row by its key: on SQLite it
-	// runs to its end once sent (see Detach).
+	// Keyed says the statement addresses one row by its key and carries
+	// no SQL of the caller's (an expression, a hook's condition): on
+	// SQLite it runs to its end once sent (see Detach).
 	Keyed bool
 }
 
