@@ -683,9 +683,23 @@ func plainEqualities(conds []clause.Expression) bool {
 		if !ok {
 			return false
 		}
-		switch eq.Value.(type) {
-		case clause.Expression, *gorm.DB:
+		switch col := eq.Column.(type) {
+		case string:
+		case clause.Column:
+			if col.Raw {
+				return false
+			}
+		default:
 			return false
+		}
+		switch eq.Value.(type) {
+		case clause.Expression, *gorm.DB, gorm.Valuer:
+			return false
+		case []byte, nil:
+			continue
+		}
+		if k := reflect.ValueOf(eq.Value).Kind(); k == reflect.Slice || k == reflect.Array {
+			return false // GORM writes each element: it may hold SQL
 		}
 	}
 	return true

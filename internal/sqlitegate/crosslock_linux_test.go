@@ -596,3 +596,52 @@ func TestCrossLockKeptForAWaiterThatStopsWhileTheTimerHoldsTheTurn(t *testing.T)
 	unFlock(int(other.f.Fd()))
 	other.q.pass(ticket)
 }
+
+// A run of the linger's timer that finds the linger not over yet sets the
+// timer for its end: runs of the timer's function can overlap, and a later
+// run that found the turn held by an earlier one has returned, so without
+// it the lock stayed kept with no timer left to let it go.
+func TestCrossLockLingerTimerRunTooEarlySetsItAgain(t *testing.T) {
+	old := crossLinger
+	crossLinger = time.Hour
+	t.Cleanup(func() { crossLinger = old })
+	path := lockFile(t)
+	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
+	if g.cross == nil || g.cross.q == nil {
+		t.Fatal("no lock file with a queue on Linux")
+	}
+	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	other := openQueue(t, path)
+	ticket := other.q.take()
+	g.turn <- struct{}{}
+	g.crossSince = time.Now().Add(time.Hour)
+	g.leave(true) // lingers, its timer set for an hour
+	t.Cleanup(func() { g.keptTimer.Stop() })
+	until := time.Now().Add(50 * time.Millisecond)
+	g.mu.Lock()
+	g.keptUntil = until // the linger ends sooner than its timer
+	g.mu.Unlock()
+	g.dropKept(time.Time{}) // a run from before: the linger is not over
+	g.mu.Lock()
+	kept := g.kept
+	g.mu.Unlock()
+	if !kept && time.Now().Before(until) {
+		t.Fatal("a timer run before the linger's end let the lock go")
+	}
+	deadline := time.Now().Add(hangGuard)
+	for other.q.serving.Load() != ticket {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock was still kept %v after the linger's end: no timer left to let it go", hangGuard)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.mu.Lock()
+	kept = g.kept
+	g.mu.Unlock()
+	if kept {
+		t.Fatal("the other process was served while the lock was still kept")
+	}
+	other.q.pass(ticket)
+}

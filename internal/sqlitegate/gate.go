@@ -261,6 +261,12 @@ var crossLinger = 200 * time.Microsecond
 // — here, dropKept itself. For the same reason the turn goes back under
 // mu when the lock stays kept: a waiter that stops right after finds the
 // turn free and lets the lock go itself.
+//
+// Two runs of the timer's function can overlap (a Reset while one is
+// pending starts the next without waiting), and the later one returns at
+// once when the earlier holds the turn. So the time is read again under
+// mu, and a run that finds a linger not over yet sets the timer for its
+// end: one of them always lets the lock go.
 func (g *sqliteGate) dropKept(now time.Time) {
 	select {
 	case g.turn <- struct{}{}:
@@ -268,11 +274,17 @@ func (g *sqliteGate) dropKept(now time.Time) {
 		return // a writer has the turn, and the kept lock with it
 	}
 	g.mu.Lock()
+	if t := time.Now(); t.After(now) {
+		now = t
+	}
 	drop := g.kept
 	if drop && g.keptUntil.IsZero() {
 		drop = g.waiting == 0
 	} else if drop {
 		drop = !now.Before(g.keptUntil)
+		if !drop {
+			g.keptTimer.Reset(g.keptUntil.Sub(now))
+		}
 	}
 	if !drop {
 		<-g.turn

@@ -80,6 +80,9 @@ func newCanceller(ctx context.Context, db *sql.DB, conn *sql.Conn, d string) can
 	_ = conn.Raw(func(c any) error { dc = c; return nil })
 	switch d {
 	case dialect.Postgres:
+		if t := reflect.TypeOf(dc); t == nil || t.Kind() != reflect.Pointer {
+			return nil // pgx's driver.Conn is a pointer; a key must be comparable
+		}
 		if c, ok := pgCancellers.Load(dc); ok {
 			return c.(pgCanceller)
 		}
