@@ -495,25 +495,7 @@ func TestSetTurnQueueOffLocksWithFlockAlone(t *testing.T) {
 // write's timer, firing between two later writes, ended the process's turn
 // early), and the end of the last one does, serving the other process.
 func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
-	old := crossLinger
-	crossLinger = time.Hour // no timer fires during the test: it says when
-	t.Cleanup(func() { crossLinger = old })
-	path := lockFile(t)
-	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
-	if g.cross == nil || g.cross.q == nil {
-		t.Fatal("no lock file with a queue on Linux")
-	}
-	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	other := openQueue(t, path) // another process, waiting: the lock is contended
-	ticket := other.q.take()
-
-	// The first writer took the lock for this process now; the turn will
-	// not reach crossBatch while the test runs, however slow the machine.
-	g.turn <- struct{}{}
-	g.crossSince = time.Now().Add(time.Hour)
-	g.leave(true)
+	g, other, ticket := lingeringGate(t)
 	first := g.keptUntil
 	if !g.kept || first.IsZero() {
 		t.Fatalf("after a write with another process waiting: kept=%v until %v, want the lock kept for crossLinger", g.kept, first)
@@ -524,7 +506,6 @@ func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
 	}
 	time.Sleep(time.Millisecond) // its linger ends later than the first one's
 	g.leave(crossed)
-	t.Cleanup(func() { g.keptTimer.Stop() })
 	if !g.kept || !g.keptUntil.After(first) {
 		t.Fatalf("after the second write: kept=%v until %v, want kept past %v", g.kept, g.keptUntil, first)
 	}
@@ -540,11 +521,7 @@ func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
 	if g.kept || other.q.serving.Load() != ticket {
 		t.Fatalf("after the last linger's end: kept=%v, serving %d, want the lock let go and ticket %d served", g.kept, other.q.serving.Load(), ticket)
 	}
-	if ok, err := tryFlock(int(other.f.Fd())); !ok || err != nil {
-		t.Fatalf("flock of another open file after the linger = %v, %v; want it free", ok, err)
-	}
-	unFlock(int(other.f.Fd()))
-	other.q.pass(ticket)
+	requireLetGo(t, other, ticket)
 }
 
 // A lock kept for a writer that waited is let go when that writer stops
@@ -553,25 +530,8 @@ func TestCrossLockLingerEndsOnlyWithTheLastOne(t *testing.T) {
 // finding nobody waiting, lets it go (it kept it, and the other processes
 // waited until this one wrote again).
 func TestCrossLockKeptForAWaiterThatStopsWhileTheTimerHoldsTheTurn(t *testing.T) {
-	old := crossLinger
-	crossLinger = time.Hour // the test fires the timer itself
-	t.Cleanup(func() { crossLinger = old })
-	path := lockFile(t)
-	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
-	if g.cross == nil || g.cross.q == nil {
-		t.Fatal("no lock file with a queue on Linux")
-	}
-	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	other := openQueue(t, path)
-	ticket := other.q.take()
-
-	g.turn <- struct{}{} // the first writer lingers: the timer is armed
-	g.crossSince = time.Now().Add(time.Hour)
-	g.leave(true)
-	t.Cleanup(func() { g.keptTimer.Stop() })
-	g.turn <- struct{}{} // the second writer inherits the lock
+	g, other, ticket := lingeringGate(t) // the first writer lingers: the timer is armed
+	g.turn <- struct{}{}                 // the second writer inherits the lock
 	if !g.inherit(false) {
 		t.Fatal("the second writer did not inherit the kept lock")
 	}
@@ -590,11 +550,7 @@ func TestCrossLockKeptForAWaiterThatStopsWhileTheTimerHoldsTheTurn(t *testing.T)
 	if g.kept || other.q.serving.Load() != ticket {
 		t.Fatalf("kept=%v, serving %d: the lock stayed kept with nobody to take or let it go (want ticket %d served)", g.kept, other.q.serving.Load(), ticket)
 	}
-	if ok, err := tryFlock(int(other.f.Fd())); !ok || err != nil {
-		t.Fatalf("flock of another open file = %v, %v; want it free", ok, err)
-	}
-	unFlock(int(other.f.Fd()))
-	other.q.pass(ticket)
+	requireLetGo(t, other, ticket)
 }
 
 // A run of the linger's timer that finds the linger not over yet sets the
@@ -602,23 +558,7 @@ func TestCrossLockKeptForAWaiterThatStopsWhileTheTimerHoldsTheTurn(t *testing.T)
 // run that found the turn held by an earlier one has returned, so without
 // it the lock stayed kept with no timer left to let it go.
 func TestCrossLockLingerTimerRunTooEarlySetsItAgain(t *testing.T) {
-	old := crossLinger
-	crossLinger = time.Hour
-	t.Cleanup(func() { crossLinger = old })
-	path := lockFile(t)
-	g := &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
-	if g.cross == nil || g.cross.q == nil {
-		t.Fatal("no lock file with a queue on Linux")
-	}
-	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	other := openQueue(t, path)
-	ticket := other.q.take()
-	g.turn <- struct{}{}
-	g.crossSince = time.Now().Add(time.Hour)
-	g.leave(true) // lingers, its timer set for an hour
-	t.Cleanup(func() { g.keptTimer.Stop() })
+	g, other, ticket := lingeringGate(t) // lingers, its timer set for an hour
 	until := time.Now().Add(50 * time.Millisecond)
 	g.mu.Lock()
 	g.keptUntil = until // the linger ends sooner than its timer
@@ -643,5 +583,44 @@ func TestCrossLockLingerTimerRunTooEarlySetsItAgain(t *testing.T) {
 	if kept {
 		t.Fatal("the other process was served while the lock was still kept")
 	}
+	other.q.pass(ticket)
+}
+
+// lingeringGate returns a gate whose process holds the lock file while
+// another process (other, with ticket) waits for it, and whose first
+// writer has just left: the lock is kept for crossLinger, which the test
+// makes an hour, so that no timer fires unless the test says so. The turn
+// began now and does not reach crossBatch while the test runs, however
+// slow the machine.
+func lingeringGate(t *testing.T) (g *sqliteGate, other *view, ticket uint32) {
+	t.Helper()
+	old := crossLinger
+	crossLinger = time.Hour
+	t.Cleanup(func() { crossLinger = old })
+	path := lockFile(t)
+	g = &sqliteGate{turn: make(chan struct{}, 1), cross: openCrossLockFile(path), crossOpened: true}
+	if g.cross == nil || g.cross.q == nil {
+		t.Fatal("no lock file with a queue on Linux")
+	}
+	if err := g.cross.lock(context.Background(), true, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	other = openQueue(t, path)
+	ticket = other.q.take()
+	g.turn <- struct{}{}
+	g.crossSince = time.Now().Add(time.Hour)
+	g.leave(true)
+	t.Cleanup(func() { g.keptTimer.Stop() })
+	return g, other, ticket
+}
+
+// requireLetGo checks that the lock file's flock is free for other, and
+// ends other's turn (ticket), which the gate passed on.
+func requireLetGo(t *testing.T, other *view, ticket uint32) {
+	t.Helper()
+	if ok, err := tryFlock(int(other.f.Fd())); !ok || err != nil {
+		t.Fatalf("flock of another open file after the lock was let go = %v, %v; want it free", ok, err)
+	}
+	unFlock(int(other.f.Fd()))
 	other.q.pass(ticket)
 }

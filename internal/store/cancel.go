@@ -83,38 +83,25 @@ func newCanceller(ctx context.Context, db *sql.DB, conn *sql.Conn, d string) can
 		if t := reflect.TypeOf(dc); t == nil || t.Kind() != reflect.Pointer {
 			return nil // pgx's driver.Conn is a pointer; a key must be comparable
 		}
-		if c, ok := pgCancellers.Load(dc); ok {
+		if c, ok := pgCancellers.load(dc); ok {
 			return c.(pgCanceller)
 		}
 		if pg := pgCancelRequester(dc); pg != nil {
-			if pgCancellerCount.Add(1) > maxMySQLSessions {
-				// As mysqlSessions: entries of closed connections go all
-				// at once, and are looked up again.
-				pgCancellers.Clear()
-				pgCancellerCount.Store(1)
-			}
-			pgCancellers.Store(dc, pgCanceller{pg})
+			pgCancellers.store(dc, pgCanceller{pg})
 			return pgCanceller{pg}
 		}
 	case dialect.MySQL:
 		if t := reflect.TypeOf(dc); t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/go-sql-driver/mysql" {
 			return nil
 		}
-		if s, ok := mysqlSessions.Load(dc); ok {
+		if s, ok := mysqlSessions.load(dc); ok {
 			return mysqlCanceller{db: db, session: s.(mysqlSession)}
 		}
 		var s mysqlSession
 		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@hostname, @@port").Scan(&s.id, &s.host, &s.port); err != nil {
 			return nil
 		}
-		if mysqlSessionCount.Add(1) > maxMySQLSessions {
-			// Entries of connections the pool closed are never removed
-			// one by one: start again (the ids are asked again, one
-			// query per connection).
-			mysqlSessions.Clear()
-			mysqlSessionCount.Store(1)
-		}
-		mysqlSessions.Store(dc, s)
+		mysqlSessions.store(dc, s)
 		return mysqlCanceller{db: db, session: s}
 	}
 	return nil
@@ -181,22 +168,32 @@ type mysqlSession struct {
 }
 
 // mysqlSessions caches the session of each go-sql-driver/mysql connection
-// (its driver.Conn), asked once per connection.
-var (
-	mysqlSessions     sync.Map
-	mysqlSessionCount atomic.Int64
-)
+// (its driver.Conn), asked once per connection; pgCancellers the canceller
+// of each pgx connection, found by reflection once per connection instead
+// of for every statement whose context can end.
+var mysqlSessions, pgCancellers connCache
 
-const maxMySQLSessions = 1024
+// maxCachedConns bounds a connCache.
+const maxCachedConns = 1024
 
-// pgCancellers caches the canceller of each pgx connection (its
-// driver.Conn), found by reflection once per connection instead of for
-// every statement whose context can end; it holds at most
-// maxMySQLSessions, as mysqlSessions does.
-var (
-	pgCancellers     sync.Map
-	pgCancellerCount atomic.Int64
-)
+// connCache holds a value per driver connection (a pointer). Entries of
+// connections the pool closed are never removed one by one: past
+// maxCachedConns the cache starts again, and the values are found again,
+// once per connection.
+type connCache struct {
+	m sync.Map
+	n atomic.Int64
+}
+
+func (c *connCache) load(dc any) (any, bool) { return c.m.Load(dc) }
+
+func (c *connCache) store(dc, v any) {
+	if c.n.Add(1) > maxCachedConns {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(dc, v)
+}
 
 // mysqlCanceller kills a statement or a session of db's server with KILL,
 // sent over another connection of db's pool.

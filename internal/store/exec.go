@@ -82,6 +82,15 @@ func (s Store) Detach(ctx context.Context) (context.Context, error) {
 	return context.WithoutCancel(ctx), nil
 }
 
+// stmtContext is the context st is sent with: Detach's for a Keyed
+// statement, ctx otherwise.
+func (s Store) stmtContext(ctx context.Context, st Stmt) (context.Context, error) {
+	if !st.Keyed {
+		return ctx, nil
+	}
+	return s.Detach(ctx)
+}
+
 // SendFunc sends one statement on pool and reads its result.
 type SendFunc func(ctx context.Context, pool gorm.ConnPool, query string, args []any) error
 
@@ -172,12 +181,9 @@ func (s Store) Conn(ctx context.Context) (*gorm.DB, bool) {
 // it failed.
 func (s Store) Exec(ctx context.Context, st Stmt, args []any, send SendFunc) error {
 	if db, inTx := s.Conn(ctx); inTx {
-		sctx := ctx
-		if st.Keyed {
-			var err error
-			if sctx, err = s.Detach(ctx); err != nil {
-				return err // nothing was sent
-			}
+		sctx, err := s.stmtContext(ctx, st)
+		if err != nil {
+			return err // nothing was sent
 		}
 		return locking.Classify(send(sctx, db.Statement.ConnPool, st.Text, args))
 	}
@@ -309,12 +315,9 @@ func (s Store) autocommitSQLite(ctx context.Context, st Stmt, args []any, send S
 		if s.Obs != nil {
 			sent = time.Now()
 		}
-		sctx := ctx
-		if st.Keyed {
-			var err error
-			if sctx, err = s.Detach(ctx); err != nil {
-				return err // nothing was sent
-			}
+		sctx, err := s.stmtContext(ctx, st)
+		if err != nil {
+			return err // nothing was sent
 		}
 		return locking.Classify(send(sctx, pool, st.Text, args))
 	})
