@@ -53,9 +53,10 @@ const (
 	// record on PostgreSQL; a SELECT by the token reads it elsewhere), one
 	// to write it and end the lease.
 	ModeLeaseRow = "lease-row"
-	// ModeLeaseRowSQL is the statements ModeLeaseRow sends on SQLite,
-	// written by hand on database/sql, without gormlock's gate: the floor
-	// of a lease in the row. It runs only when named, on SQLite only.
+	// ModeLeaseRowSQL is the statements ModeLeaseRow sends on SQLite and
+	// PostgreSQL, written by hand on database/sql (on SQLite without
+	// gormlock's gate): the floor of a lease in the row. It runs only when
+	// named, on SQLite and PostgreSQL only.
 	ModeLeaseRowSQL = "lease-row-sql"
 	// ModeAdaptive is Mutate as New gives it (adaptive) through a
 	// Repository of each worker's own, as separate processes would run it.
@@ -307,8 +308,8 @@ func (h *harness) skip(ctx context.Context, mode string) string {
 	if mode == ModePgxPool && h.dialect != "postgres" {
 		return "pgxpool is pgx's pool: PostgreSQL only"
 	}
-	if mode == ModeLeaseRowSQL && h.dialect != "sqlite" {
-		return "lease-row-sql is SQLite's statements: SQLite only"
+	if mode == ModeLeaseRowSQL && h.dialect != "sqlite" && h.dialect != "postgres" {
+		return "lease-row-sql is SQLite's and PostgreSQL's statements: SQLite and PostgreSQL only"
 	}
 	if mode == ModeMutateFlock && (h.dialect != "sqlite" || h.procs <= 1) {
 		return "mutate-flock differs from mutate only on SQLite with -procs above 1"

@@ -152,9 +152,10 @@ func TestClaimRunsOrIsSkipped(t *testing.T) {
 	}
 }
 
-// The lease-row-sql mode runs on SQLite, counting every increment, and is
-// skipped with its reason elsewhere (its statements are SQLite's).
-func TestLeaseRowSQLRunsOnSQLiteOnly(t *testing.T) {
+// The lease-row-sql mode runs on SQLite and PostgreSQL, counting every
+// increment, and is skipped with its reason on MariaDB (its statements are
+// SQLite's and PostgreSQL's).
+func TestLeaseRowSQLRunsOnSQLiteAndPostgres(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			out := t.TempDir()
@@ -162,11 +163,11 @@ func TestLeaseRowSQLRunsOnSQLiteOnly(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			require.NoError(t, run(context.Background(), &stdout, &stderr, cfg, targets(t)[d](t)))
 			rep := readReport(t, out)
-			if d != "sqlite" {
+			if d != "sqlite" && d != "postgres" {
 				require.Len(t, rep.Results, 2, "raw only")
 				require.Len(t, rep.Skipped, 1)
 				assert.Equal(t, ModeLeaseRowSQL, rep.Skipped[0].Mode)
-				assert.Contains(t, rep.Skipped[0].Why, "SQLite only")
+				assert.Contains(t, rep.Skipped[0].Why, "SQLite and PostgreSQL only")
 				return
 			}
 			require.Len(t, rep.Results, 4)
