@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"strconv"
 	"sync"
@@ -152,6 +153,38 @@ type pgCanceller struct {
 
 func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelRequest(ctx) }
 
+// abort closes the connection's socket (pgconn.PgConn.Conn), which ends
+// a statement waiting on it at once, as pgx does when a statement's
+// context ends; false when the socket cannot be reached.
+func (c pgCanceller) abort() bool {
+	pc, ok := c.pg.(interface{ Conn() net.Conn })
+	if !ok {
+		return false
+	}
+	conn := pc.Conn()
+	if conn == nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// canAbort reports whether abort can close the socket.
+func (c pgCanceller) canAbort() bool {
+	pc, ok := c.pg.(interface{ Conn() net.Conn })
+	return ok && pc.Conn() != nil
+}
+
+// aborter is a canceller that can also close its connection's socket
+// itself (pgCanceller): the statement then runs under a context that
+// cannot end, so the drivers watch nothing (pgx's context watcher,
+// database/sql's goroutine per query), and endOnServer closes the socket
+// where it would otherwise end the statement's context.
+type aborter interface {
+	canAbort() bool
+	abort() bool
+}
+
 // gone cannot be told on PostgreSQL: behind PgBouncer the backend's pid is
 // not known to the client.
 func (pgCanceller) gone(context.Context) error {
@@ -287,9 +320,17 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	if err := ctx.Err(); err != nil {
 		return false, nil, err // not sent
 	}
-	stmtCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	if !keep {
-		defer stop()
+	var stmtCtx context.Context
+	var stop func()
+	if a, ok := canc.(aborter); ok && a.canAbort() {
+		// Nothing for the drivers to watch: the socket is closed
+		// instead of the context ended (see aborter).
+		stmtCtx, stop = context.WithoutCancel(ctx), func() { a.abort() }
+	} else {
+		stmtCtx, stop = context.WithCancel(context.WithoutCancel(ctx))
+		if !keep {
+			defer stop()
+		}
 	}
 	done := make(chan struct{})
 	watched := make(chan struct{})
