@@ -153,9 +153,10 @@ type pgCanceller struct {
 
 func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelRequest(ctx) }
 
-// abort closes the connection's socket (pgconn.PgConn.Conn), which ends
-// a statement waiting on it at once, as pgx does when a statement's
-// context ends; false when the socket cannot be reached.
+// abort gives the connection's socket (pgconn.PgConn.Conn) a deadline in
+// the past, as pgx itself does when a statement's context ends: the
+// statement's wait on it ends at once, and pgx closes the connection;
+// false when the socket cannot be reached.
 func (c pgCanceller) abort() bool {
 	pc, ok := c.pg.(interface{ Conn() net.Conn })
 	if !ok {
@@ -165,7 +166,7 @@ func (c pgCanceller) abort() bool {
 	if conn == nil {
 		return false
 	}
-	_ = conn.Close()
+	_ = conn.SetDeadline(time.Now())
 	return true
 }
 
@@ -175,11 +176,11 @@ func (c pgCanceller) canAbort() bool {
 	return ok && pc.Conn() != nil
 }
 
-// aborter is a canceller that can also close its connection's socket
-// itself (pgCanceller): the statement then runs under a context that
-// cannot end, so the drivers watch nothing (pgx's context watcher,
-// database/sql's goroutine per query), and endOnServer closes the socket
-// where it would otherwise end the statement's context.
+// aborter is a canceller that can also end the wait on its connection's
+// socket itself (pgCanceller): the statement then runs under a context
+// that cannot end, so the drivers watch nothing (pgx's context watcher,
+// database/sql's goroutine per query), and endOnServer aborts where it
+// would otherwise end the statement's context.
 type aborter interface {
 	canAbort() bool
 	abort() bool
@@ -323,8 +324,8 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	var stmtCtx context.Context
 	var stop func()
 	if a, ok := canc.(aborter); ok && a.canAbort() {
-		// Nothing for the drivers to watch: the socket is closed
-		// instead of the context ended (see aborter).
+		// Nothing for the drivers to watch: the socket's wait is
+		// ended instead of the context (see aborter).
 		stmtCtx, stop = context.WithoutCancel(ctx), func() { a.abort() }
 	} else {
 		stmtCtx, stop = context.WithCancel(context.WithoutCancel(ctx))
