@@ -60,6 +60,11 @@ const (
 	goneWait = 2 * time.Second
 )
 
+// errSocketAborted marks endOnServer's forced error when it ended the
+// wait on the connection's socket itself (see aborter): the connection is
+// unusable from then on, also when its statement answered.
+var errSocketAborted = errors.New("the connection's socket was aborted")
+
 // canceller cancels the statement running on one connection, on the server.
 type canceller interface {
 	// cancel asks the server to end the statement running on the
@@ -157,6 +162,7 @@ func (c pgCanceller) cancel(ctx context.Context) error { return c.pg.CancelReque
 // the past, as pgx itself does when a statement's context ends: the
 // statement's wait on it ends at once, and pgx closes the connection;
 // false when the socket cannot be reached.
+// A socket that refuses deadlines (a custom dialer's) is closed instead.
 func (c pgCanceller) abort() bool {
 	pc, ok := c.pg.(interface{ Conn() net.Conn })
 	if !ok {
@@ -166,7 +172,9 @@ func (c pgCanceller) abort() bool {
 	if conn == nil {
 		return false
 	}
-	_ = conn.SetDeadline(time.Now())
+	if err := conn.SetDeadline(time.Now()); err != nil {
+		_ = conn.Close()
+	}
 	return true
 }
 
@@ -178,9 +186,10 @@ func (c pgCanceller) canAbort() bool {
 
 // aborter is a canceller that can also end the wait on its connection's
 // socket itself (pgCanceller): the statement then runs under a context
-// that cannot end, so the drivers watch nothing (pgx's context watcher,
-// database/sql's goroutine per query), and endOnServer aborts where it
-// would otherwise end the statement's context.
+// that cannot end, so the drivers watch nothing (pgx's context watcher;
+// outside a transaction database/sql's goroutine per query — in a
+// *sql.Tx database/sql still watches the transaction's own context), and
+// endOnServer aborts where it would otherwise end the statement's context.
 type aborter interface {
 	canAbort() bool
 	abort() bool
@@ -323,10 +332,29 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	}
 	var stmtCtx context.Context
 	var stop func()
+	ended := func() {}
 	if a, ok := canc.(aborter); ok && a.canAbort() {
 		// Nothing for the drivers to watch: the socket's wait is
-		// ended instead of the context (see aborter).
-		stmtCtx, stop = context.WithoutCancel(ctx), func() { a.abort() }
+		// ended instead of the context (see aborter) — only while the
+		// statement runs: a socket aborted after its statement ended
+		// would fail the next statement on it (a COMMIT, unsent, would
+		// look unknown).
+		var mu sync.Mutex
+		finished := false
+		stmtCtx = context.WithoutCancel(ctx)
+		stop = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !finished {
+				a.abort()
+				forced = fmt.Errorf("%w: %w", errSocketAborted, forced)
+			}
+		}
+		ended = func() {
+			mu.Lock()
+			finished = true
+			mu.Unlock()
+		}
 	} else {
 		stmtCtx, stop = context.WithCancel(context.WithoutCancel(ctx))
 		if !keep {
@@ -372,6 +400,7 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 		}
 	})
 	err = run(stmtCtx)
+	ended()
 	close(done)
 	if stopWatching() {
 		return false, nil, err

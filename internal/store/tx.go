@@ -212,6 +212,18 @@ type ownTx struct {
 	forced error
 }
 
+// socketAborted returns why the wait on t's connection's socket was ended
+// while one of its statements ran (see aborter), or nil: the connection
+// then takes no COMMIT.
+func (t *ownTx) socketAborted() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if errors.Is(t.forced, errSocketAborted) {
+		return t.forced
+	}
+	return nil
+}
+
 // wasCancelled reports whether a statement of t was cancelled on the
 // server (see guard).
 func (t *ownTx) wasCancelled() bool {
@@ -353,6 +365,15 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 	if err := ctx.Err(); err != nil {
 		// Not sent: the deferred rollback ends the transaction.
 		return fmt.Errorf("%s: not committed: %w", op, err)
+	}
+	if st.own != nil {
+		if err := st.own.socketAborted(); err != nil {
+			// A statement's context ended and its connection was cut
+			// (fn went on): a COMMIT would fail unsent and look unknown;
+			// the server rolls the transaction back as the connection
+			// closes.
+			return fmt.Errorf("%s: not committed: the transaction's connection was closed while a statement ran: %w", op, err)
+		}
 	}
 	if st.checkAlive {
 		// Galera aborts a transaction that conflicts with a write

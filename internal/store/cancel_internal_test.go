@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeAborter is a canceller whose cancel request fails (the server cannot
+// be asked), so endOnServer must abort the socket itself; mocked because
+// a real server cannot be made to refuse a cancel request on cue.
+type fakeAborter struct {
+	entered chan struct{} // closed when cancel is first called
+	delay   time.Duration // cancel answers after this long
+	aborted chan struct{} // closed by the first abort
+	aborts  atomic.Int32
+}
+
+func newFakeAborter(delay time.Duration) *fakeAborter {
+	return &fakeAborter{entered: make(chan struct{}), delay: delay, aborted: make(chan struct{})}
+}
+
+func (f *fakeAborter) cancel(context.Context) error {
+	select {
+	case <-f.entered:
+	default:
+		close(f.entered)
+	}
+	time.Sleep(f.delay)
+	return errors.New("cancel request refused")
+}
+
+func (f *fakeAborter) gone(context.Context) error { return nil }
+func (f *fakeAborter) canAbort() bool             { return true }
+
+func (f *fakeAborter) abort() bool {
+	if f.aborts.Add(1) == 1 {
+		close(f.aborted)
+	}
+	return true
+}
+
+// A statement whose context ends and whose cancel request fails runs
+// under a context that cannot end; its socket is aborted, which ends it,
+// and the error says so (errSocketAborted in forced, the context's error
+// in err).
+func TestEndOnServerAbortsTheSocketOfARunningStatement(t *testing.T) {
+	f := newFakeAborter(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	sent, forced, err := endOnServer(ctx, f, false, func(sctx context.Context) error {
+		if sctx.Done() != nil {
+			t.Error("the statement's context can end: the drivers would watch it")
+		}
+		cancel()
+		select {
+		case <-f.aborted:
+			return errors.New("read tcp: i/o timeout")
+		case <-time.After(10 * time.Second):
+			return errors.New("never aborted")
+		}
+	})
+	if !sent {
+		t.Error("sent = false, want true")
+	}
+	if !errors.Is(forced, errSocketAborted) {
+		t.Errorf("forced = %v, want errSocketAborted", forced)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if n := f.aborts.Load(); n != 1 {
+		t.Errorf("aborts = %d, want 1", n)
+	}
+}
+
+// A statement that answered before the failed cancel request came back
+// keeps its socket: aborting it then would fail the connection's next
+// statement (a transaction's COMMIT) unsent.
+func TestEndOnServerLeavesTheSocketOfAnEndedStatement(t *testing.T) {
+	f := newFakeAborter(50 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	sent, forced, err := endOnServer(ctx, f, false, func(context.Context) error {
+		cancel()
+		<-f.entered // the cancel request is on its way
+		return nil
+	})
+	if err != nil {
+		t.Errorf("err = %v, want nil (the statement answered)", err)
+	}
+	if !sent {
+		t.Error("sent = false, want true")
+	}
+	if forced == nil || errors.Is(forced, errSocketAborted) {
+		t.Errorf("forced = %v, want the cancel's failure without errSocketAborted", forced)
+	}
+	if n := f.aborts.Load(); n != 0 {
+		t.Errorf("aborts = %d, want 0", n)
+	}
+}
