@@ -45,6 +45,9 @@ RETURNING CAST("accounts"."id" AS TEXT), "accounts"."gormlock_lease_fence", "acc
 		`AND "accounts"."gormlock_lease_expires_ms" > FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT RETURNING "accounts"."version"`
 )
 
+// pgLeaseRowRelease ends the lease of a holder whose write failed.
+const pgLeaseRowRelease = `UPDATE "accounts" SET "gormlock_lease_token" = NULL, "gormlock_lease_expires_ms" = FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE "accounts"."id" = $1 AND "accounts"."gormlock_lease_token" = $2`
+
 // errLeaseRowWriteMissed is a holder's write that matched no row.
 var errLeaseRowWriteMissed = errors.New("bench: the holder's write matched no row")
 
@@ -94,7 +97,10 @@ func (h *harness) leaseRowSQLOp(n *node) op {
 }
 
 // pgLeaseRowSQLOp is leaseRowSQLOp on PostgreSQL: two statements, as
-// lease-row sends them.
+// lease-row sends them, on database/sql's pool with the worker's context,
+// as raw sends its own (database/sql starts a goroutine per query for
+// it, which gormlock no longer does). A refused grant is retried at once;
+// lease-row first reads who holds the lease, to say so in its error.
 func (h *harness) pgLeaseRowSQLOp(n *node) op {
 	return func(ctx context.Context, id int64) (int, error) {
 		attempts := 0
@@ -119,7 +125,12 @@ func (h *harness) pgLeaseRowSQLOp(n *node) op {
 			now := time.Now().UTC().Truncate(time.Microsecond)
 			err = n.sqlDB.QueryRowContext(ctx, pgLeaseRowWrite, a.Owner, a.Balance+1, a.Frozen, a.Version+1, now, a.ID, a.Version, key, hash, fence).Scan(&a.Version)
 			if errors.Is(err, sql.ErrNoRows) {
-				return errLeaseRowWriteMissed
+				err = errLeaseRowWriteMissed
+			}
+			if err != nil {
+				// Given back, as lease-row does, so that a retry is not
+				// refused until the lease expires.
+				_, _ = n.sqlDB.ExecContext(context.WithoutCancel(ctx), pgLeaseRowRelease, id, hash)
 			}
 			return err
 		})
