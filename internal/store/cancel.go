@@ -305,8 +305,8 @@ func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) 
 	if sent || forced != nil {
 		t.mu.Lock()
 		t.cancelSent = t.cancelSent || sent
-		if forced != nil {
-			t.forced = forced
+		if forced != nil && !errors.Is(t.forced, errSocketAborted) {
+			t.forced = forced // an aborted socket stays the reason: no COMMIT on it
 		}
 		t.mu.Unlock()
 	}
