@@ -59,41 +59,32 @@ func (h *harness) leaseRowSQLOp(n *node) op {
 	if h.dialect == "postgres" {
 		return h.pgLeaseRowSQLOp(n)
 	}
-	return func(ctx context.Context, id int64) (int, error) {
-		attempts := 0
-		err := locking.OnError(ctx, h.policy, func(err error) bool {
-			return errors.Is(err, locking.ErrLocked) || retryable(err)
-		}, func(ctx context.Context) error {
-			attempts++
-			sum := sha256.Sum256([]byte(rand.Text()))
-			hash := hex.EncodeToString(sum[:])
-			res, err := n.sqlDB.ExecContext(ctx, leaseRowGrant, "bench", hash, int64(5000), id)
-			if err != nil {
-				return err
-			}
-			if k, err := res.RowsAffected(); err != nil || k != 1 {
-				return errors.Join(locking.ErrLocked, err)
-			}
-			var a fixtures.Account
-			var key string
-			var fence, acquired, expires int64
-			var found bool
-			if err := n.sqlDB.QueryRowContext(ctx, leaseRowBack, id, hash).Scan(&key, &fence, &acquired, &expires, &found,
-				&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
-				return err
-			}
-			now := time.Now().UTC().Truncate(time.Microsecond)
-			res, err = n.sqlDB.ExecContext(ctx, leaseRowWrite, a.Owner, a.Balance+1, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version, key, hash, fence)
-			if err != nil {
-				return err
-			}
-			if k, err := res.RowsAffected(); err != nil || k != 1 {
-				return errors.Join(errLeaseRowWriteMissed, err)
-			}
-			return nil
-		})
-		return attempts, err
-	}
+	return h.leaseRowRetry(func(ctx context.Context, id int64, hash string) error {
+		res, err := n.sqlDB.ExecContext(ctx, leaseRowGrant, "bench", hash, int64(5000), id)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil || k != 1 {
+			return errors.Join(locking.ErrLocked, err)
+		}
+		var a fixtures.Account
+		var key string
+		var fence, acquired, expires int64
+		var found bool
+		if err := n.sqlDB.QueryRowContext(ctx, leaseRowBack, id, hash).Scan(&key, &fence, &acquired, &expires, &found,
+			&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen); err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		res, err = n.sqlDB.ExecContext(ctx, leaseRowWrite, a.Owner, a.Balance+1, a.Frozen, max(a.Version+1, now.UnixMicro()), now, a.ID, a.Version, key, hash, fence)
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil || k != 1 {
+			return errors.Join(errLeaseRowWriteMissed, err)
+		}
+		return nil
+	})
 }
 
 // pgLeaseRowSQLOp is leaseRowSQLOp on PostgreSQL: two statements, as
@@ -102,6 +93,37 @@ func (h *harness) leaseRowSQLOp(n *node) op {
 // it, which gormlock no longer does). A refused grant is retried at once;
 // lease-row first reads who holds the lease, to say so in its error.
 func (h *harness) pgLeaseRowSQLOp(n *node) op {
+	return h.leaseRowRetry(func(ctx context.Context, id int64, hash string) error {
+		var a fixtures.Account
+		var key string
+		var fence, acquired, expires int64
+		var found bool
+		err := n.sqlDB.QueryRowContext(ctx, pgLeaseRowGrant, "bench", hash, int64(5000), id).Scan(&key, &fence, &acquired, &expires, &found,
+			&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return locking.ErrLocked
+		}
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		err = n.sqlDB.QueryRowContext(ctx, pgLeaseRowWrite, a.Owner, a.Balance+1, a.Frozen, a.Version+1, now, a.ID, a.Version, key, hash, fence).Scan(&a.Version)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errLeaseRowWriteMissed
+		}
+		if err != nil {
+			// Given back, as lease-row does, so that a retry is not
+			// refused until the lease expires.
+			_, _ = n.sqlDB.ExecContext(context.WithoutCancel(ctx), pgLeaseRowRelease, id, hash)
+		}
+		return err
+	})
+}
+
+// leaseRowRetry is the op of a lease-row-sql attempt, which gets a fresh
+// token's hash each time: retried like the lease modes while someone else
+// holds the record.
+func (h *harness) leaseRowRetry(attempt func(ctx context.Context, id int64, hash string) error) op {
 	return func(ctx context.Context, id int64) (int, error) {
 		attempts := 0
 		err := locking.OnError(ctx, h.policy, func(err error) bool {
@@ -109,30 +131,7 @@ func (h *harness) pgLeaseRowSQLOp(n *node) op {
 		}, func(ctx context.Context) error {
 			attempts++
 			sum := sha256.Sum256([]byte(rand.Text()))
-			hash := hex.EncodeToString(sum[:])
-			var a fixtures.Account
-			var key string
-			var fence, acquired, expires int64
-			var found bool
-			err := n.sqlDB.QueryRowContext(ctx, pgLeaseRowGrant, "bench", hash, int64(5000), id).Scan(&key, &fence, &acquired, &expires, &found,
-				&a.ID, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.Owner, &a.Balance, &a.Frozen)
-			if errors.Is(err, sql.ErrNoRows) {
-				return locking.ErrLocked
-			}
-			if err != nil {
-				return err
-			}
-			now := time.Now().UTC().Truncate(time.Microsecond)
-			err = n.sqlDB.QueryRowContext(ctx, pgLeaseRowWrite, a.Owner, a.Balance+1, a.Frozen, a.Version+1, now, a.ID, a.Version, key, hash, fence).Scan(&a.Version)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = errLeaseRowWriteMissed
-			}
-			if err != nil {
-				// Given back, as lease-row does, so that a retry is not
-				// refused until the lease expires.
-				_, _ = n.sqlDB.ExecContext(context.WithoutCancel(ctx), pgLeaseRowRelease, id, hash)
-			}
-			return err
+			return attempt(ctx, id, hex.EncodeToString(sum[:]))
 		})
 		return attempts, err
 	}
