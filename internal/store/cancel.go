@@ -318,10 +318,13 @@ func (t *ownTx) guard(ctx context.Context, keep bool, run func(context.Context) 
 // first, it cancels the statement on the server with canc and waits for
 // its answer, at most cancelWait. It reports whether a cancel was sent
 // (the connection should then not go back to the pool, where a late
-// cancel could reach another statement), and forced: why the connection
-// had to be closed instead (the server could not be asked, or did not
-// answer), nil when it was not. The statement's error, when ctx ended,
-// matches ctx's error and keeps the server's.
+// cancel could reach another statement; a cancel request that failed
+// counts, since it may have reached the server), and forced: why the
+// connection had to be closed instead (the server could not be asked, or
+// did not answer), nil when it was not — also when, with an aborter, the
+// statement answered before its socket was aborted: that answer is then
+// its outcome, as when the cancel came too late. The statement's error,
+// when ctx ended, matches ctx's error and keeps the server's.
 //
 // A query's rows are read after it returns, under the context the query
 // ran with: keep leaves that context alive (it ends with nothing to free
@@ -348,7 +351,11 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 			if !finished {
 				a.abort()
 				forced = fmt.Errorf("%w: %w", errSocketAborted, forced)
+				return
 			}
+			// The statement answered before: nothing was closed, and its
+			// answer is its outcome.
+			forced = nil
 		}
 		ended = func() {
 			mu.Lock()
@@ -363,12 +370,14 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	}
 	done := make(chan struct{})
 	watched := make(chan struct{})
+	var refused error // the cancel request's failure
 	stopWatching := context.AfterFunc(ctx, func() {
 		defer close(watched)
 		kctx, kcancel := context.WithTimeout(context.Background(), killTimeout)
 		err := canc.cancel(kctx)
 		kcancel()
 		if err != nil {
+			refused = err
 			forced = fmt.Errorf("cancelling the statement on the server: %w", err)
 			stop()
 			return
@@ -410,6 +419,10 @@ func endOnServer(ctx context.Context, canc canceller, keep bool, run func(contex
 	case err == nil:
 	case forced != nil:
 		err = fmt.Errorf("%w: the statement's connection was closed (%v): %w", ctx.Err(), forced, err)
+	case refused != nil:
+		// The cancel request failed, but the statement answered by
+		// itself before its socket was aborted: its answer stands.
+		err = fmt.Errorf("%w: the statement answered (cancelling it on the server failed: %v): %w", ctx.Err(), refused, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && cancelledOnServer(err):
 		// Killed at the deadline, before it committed: as a statement
 		// the server's own time limit ends (max_statement_time,
