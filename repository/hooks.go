@@ -15,16 +15,18 @@ import (
 	"github.com/gormlock/gormlock/locking"
 )
 
-// hooks says which of the update and delete hooks a model has.
+// hooks says which of the update and delete hooks a model has, and
+// whether it has AfterFind.
 type hooks struct {
 	beforeSave, beforeUpdate, afterUpdate, afterSave bool
 	beforeDelete, afterDelete                        bool
+	afterFind                                        bool
 }
 
 func hooksOf(s *schema.Schema) hooks {
 	return hooks{
 		beforeSave: s.BeforeSave, beforeUpdate: s.BeforeUpdate, afterUpdate: s.AfterUpdate, afterSave: s.AfterSave,
-		beforeDelete: s.BeforeDelete, afterDelete: s.AfterDelete,
+		beforeDelete: s.BeforeDelete, afterDelete: s.AfterDelete, afterFind: s.AfterFind,
 	}
 }
 

@@ -450,8 +450,14 @@ func (r *Repository[T]) applyFn(ctx context.Context, e *T, id any, fn func(*T) e
 
 // lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
 // LockTimeout bound the wait for the write lock at BEGIN.
+//
+// Its statements are gormlock's own unless the model has hooks (a hook's
+// statements run in the transaction too): on SQLite it then runs on the
+// gate's writer connection, its statements prepared (see sqlitegate's
+// "Transactions on the writer connection").
 func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
-	return r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{NoWait: lc.nowait, Limit: lc.timeout}, r.m.table+": MutateRowLocked", fn)
+	own := !r.m.hooks.update() && !r.m.hooks.afterFind
+	return r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{NoWait: lc.nowait, Limit: lc.timeout, OnWriter: own}, r.m.table+": MutateRowLocked", fn)
 }
 
 // createInSavepoint creates e; inside a transaction it does so in a savepoint

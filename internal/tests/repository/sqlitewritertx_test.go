@@ -1,0 +1,133 @@
+package repository_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	gormsqlite "gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+
+	"github.com/gormlock/gormlock/internal/sqlitegate"
+	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
+	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
+	"github.com/gormlock/gormlock/repository"
+)
+
+// Locked attempts on SQLite run on the gate's writer connection
+// (internal/sqlitegate, "Transactions on the writer connection"): their
+// statements stay prepared there from one transaction to the next, and
+// the connection goes back to the pool with its busy timeout as it was
+// opened. A model with hooks keeps a transaction on a connection of its
+// own, whose statements nothing keeps.
+func TestSQLiteLockedMutateRunsOnTheWriterConnection(t *testing.T) {
+	restore := sqlitegate.SetWriterLinger(time.Minute) // kept between the calls
+	db := testdb.Open(t, "sqlite")
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 0)
+	ctx := context.Background()
+
+	before := sqlitegate.OpenWriterStatements()
+	_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
+	require.NoError(t, err)
+	prepared := sqlitegate.OpenWriterStatements() - before
+	// BEGIN IMMEDIATE, the read and COMMIT at least (an UPDATE ...
+	// RETURNING run by Exec is not kept).
+	require.GreaterOrEqual(t, prepared, int64(3), "the locked transaction's statements were not prepared on the writer connection")
+
+	var rep repository.MutateReport
+	var last *fixtures.Account
+	for range 5 {
+		last, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil }, repository.Report(&rep))
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Locked)
+	}
+	assert.Equal(t, prepared, sqlitegate.OpenWriterStatements()-before, "the next transactions prepared their statements again")
+	balance, version, _ := rawAccount(t, db, a.ID)
+	assert.Equal(t, int64(6), balance)
+	assert.Equal(t, last.Version, version)
+
+	// A model with hooks: its transaction runs the hooks' statements
+	// too, so it keeps a connection of its own (no statement kept).
+	require.NoError(t, db.AutoMigrate(&hookedNote{}))
+	notes, err := repository.New[hookedNote](db)
+	require.NoError(t, err)
+	n := &hookedNote{ID: "n1", Title: "a", Body: "x"}
+	require.NoError(t, notes.Create(ctx, n))
+	now := sqlitegate.OpenWriterStatements()
+	got, err := notes.MutateRowLocked(ctx, n.ID, func(x *hookedNote) error { x.Body = "y"; return nil })
+	require.NoError(t, err)
+	assert.Equal(t, "A", got.Title, "BeforeUpdate ran in the locked transaction")
+	assert.LessOrEqual(t, sqlitegate.OpenWriterStatements(), now, "a hooked model's transaction prepared statements on the writer connection")
+
+	// Given back, the connection has its busy timeout as opened.
+	restore()
+	require.Eventually(t, func() bool { return sqlDB.Stats().InUse == 0 }, 10*time.Second, time.Millisecond)
+	want := sqliteopen.BusyTimeout.Milliseconds()
+	var conns []*sql.Conn
+	for range sqlDB.Stats().OpenConnections {
+		c, err := sqlDB.Conn(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		var ms int64
+		require.NoError(t, c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms))
+		assert.Equal(t, want, ms, "a connection went back to the pool with another busy timeout")
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
+// In rollback-journal mode a COMMIT waits for the readers to finish. A
+// locked Mutate on the writer connection, whose busy timeout is 0, waits
+// for them as long as the connection's own busy timeout would have let
+// it, instead of failing at once: a reader holding its read open for
+// 200 ms delays the commit, and no increment is lost.
+func TestSQLiteLockedMutateCommitWaitsForReadersInRollbackJournalMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	db, err := gorm.Open(gormsqlite.Open("file:"+path+"?_journal_mode=DELETE&_busy_timeout=5000"), &gorm.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fixtures.Close(db) })
+	require.NoError(t, fixtures.Migrate(context.Background(), db))
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	var mode string
+	require.NoError(t, sqlDB.QueryRow("PRAGMA journal_mode").Scan(&mode))
+	require.Equal(t, "delete", mode)
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 0)
+	ctx := context.Background()
+	_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
+	require.NoError(t, err) // the writer connection is set up
+
+	for round := range 3 {
+		// A reader in the middle of a query holds SQLite's SHARED lock.
+		reader, err := sqlDB.Conn(ctx)
+		require.NoError(t, err)
+		rows, err := reader.QueryContext(ctx, "SELECT id FROM accounts")
+		require.NoError(t, err)
+		require.True(t, rows.Next())
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(200 * time.Millisecond)
+			_ = rows.Close()
+			_ = reader.Close()
+		})
+		began := time.Now()
+		_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
+		took := time.Since(began)
+		wg.Wait()
+		require.NoError(t, err, "round %d: the COMMIT did not wait for the reader", round)
+		assert.GreaterOrEqual(t, took, 150*time.Millisecond, "round %d: committed while a reader held its lock", round)
+	}
+	balance, _, _ := rawAccount(t, db, a.ID)
+	assert.Equal(t, int64(4), balance)
+}
