@@ -558,7 +558,14 @@ type Tx struct {
 	db       *sql.DB // the database, for GORM's DB()
 	done     bool
 	readOnly bool // the connection is query_only until the end
+	// released says the connection went back (to the gate, when it is
+	// the writer connection, which the next writer uses): a statement
+	// sent after that fails unsent.
+	released atomic.Bool
 }
+
+// ended reports whether the transaction's connection was given back.
+func (t *Tx) ended() bool { return t.released.Load() }
 
 // GetDBConn implements gorm.GetDBConnector: GORM's DB() on the transaction
 // returns the database, as it does for a *sql.Tx.
@@ -658,6 +665,7 @@ func (t *Tx) end(stmt string) error {
 		}
 	}
 	if t.gate != nil {
+		t.released.Store(true)
 		t.Release(context.Background())
 	} else {
 		if t.bad {
@@ -688,6 +696,9 @@ func (t *Tx) commitWaiting(err error) error {
 // ExecContext implements gorm.ConnPool. On the writer connection the
 // statement runs prepared (see "Transactions on the writer connection").
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.ended() {
+		return nil, sql.ErrTxDone
+	}
 	if t.w != nil {
 		return t.w.ExecContext(ctx, query, args...)
 	}
@@ -696,6 +707,9 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 
 // QueryContext implements gorm.ConnPool.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if t.ended() {
+		return nil, sql.ErrTxDone
+	}
 	if t.w != nil {
 		return t.w.QueryContext(ctx, query, args...)
 	}
@@ -704,6 +718,11 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 
 // QueryRowContext implements gorm.ConnPool.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if t.ended() {
+		// A row that carries an error, from a query database/sql
+		// refuses before it takes a connection.
+		return t.db.QueryRowContext(doneCtx, query, args...)
+	}
 	if t.w != nil {
 		return t.w.QueryRowContext(ctx, query, args...)
 	}

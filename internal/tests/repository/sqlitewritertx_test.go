@@ -131,3 +131,35 @@ func TestSQLiteLockedMutateCommitWaitsForReadersInRollbackJournalMode(t *testing
 	balance, _, _ := rawAccount(t, db, a.ID)
 	assert.Equal(t, int64(4), balance)
 }
+
+// A transaction on the writer connection that ended sends nothing more:
+// the connection is the gate's again (another writer's next), so a
+// statement sent on the ended transaction fails unsent, as one on a
+// transaction's closed connection does.
+func TestSQLiteWriterTransactionSendsNothingAfterItEnded(t *testing.T) {
+	defer sqlitegate.SetWriterLinger(time.Minute)()
+	db := testdb.Open(t, "sqlite")
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	accounts, _ := repos(t, db)
+	a := newAccount(t, accounts, "ann", 7)
+	ctx := context.Background()
+	for _, end := range []string{"commit", "rollback"} {
+		tx, err := sqlitegate.Begin(ctx, sqlDB, sqlitegate.Wait{OnWriter: true}, false)
+		require.NoError(t, err)
+		if end == "commit" {
+			require.NoError(t, tx.Commit())
+		} else {
+			require.NoError(t, tx.Rollback())
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE accounts SET balance = 99 WHERE id = ?", a.ID)
+		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
+		_, err = tx.QueryContext(ctx, "UPDATE accounts SET balance = 98 WHERE id = ? RETURNING balance", a.ID)
+		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
+		var n int64
+		require.Error(t, tx.QueryRowContext(ctx, "UPDATE accounts SET balance = 97 WHERE id = ? RETURNING balance", a.ID).Scan(&n), "after %s", end)
+		require.ErrorIs(t, tx.Commit(), sql.ErrTxDone)
+		balance, _, _ := rawAccount(t, db, a.ID)
+		require.Equal(t, int64(7), balance, "a statement ran after the transaction's %s", end)
+	}
+}
