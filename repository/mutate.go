@@ -290,7 +290,19 @@ func (c *mutateCall[T]) attempt(ctx context.Context, locked, inTx bool) error {
 		return keyed(ctx)
 	}
 	c.lockBegin = time.Now()
-	return c.r.lockedTx(ctx, c.lc, keyed)
+	return c.r.lockedTx(ctx, c.lc, c.ownStatements(), keyed)
+}
+
+// ownStatements reports whether a locked attempt of the call sends only
+// gormlock's statements in its transaction: not when the model's hooks
+// run in it (update hooks, AfterFind; for an Upsert that may create the
+// record, create hooks and associations, which Create writes too).
+func (c *mutateCall[T]) ownStatements() bool {
+	h, m := c.r.m.hooks, c.r.m
+	if h.update() || h.afterFind {
+		return false
+	}
+	return c.create == nil || (!h.beforeCreate && !h.afterCreate && len(m.assocs) == 0)
 }
 
 // readModifyWrite reads the record (locked: locking its row, in the
@@ -363,7 +375,14 @@ func (c *mutateCall[T]) change(ctx context.Context, e *T, locked bool) error {
 		return r.applyFn(ctx, e, c.id, c.fn)
 	}
 	release := store.ReleaseAfter(ctx, lockedFnLimit)
+	stopped := false
+	defer func() {
+		if !stopped {
+			release() // fn panicked: no rollback from the timer after RunTx's own
+		}
+	}()
 	err := r.applyFn(ctx, e, c.id, c.fn)
+	stopped = true
 	if release() {
 		return &lockReleasedError{table: r.m.table, id: c.id}
 	}
@@ -451,12 +470,11 @@ func (r *Repository[T]) applyFn(ctx context.Context, e *T, id any, fn func(*T) e
 // lockedTx runs fn in a transaction of its own. On SQLite, NoWait and
 // LockTimeout bound the wait for the write lock at BEGIN.
 //
-// Its statements are gormlock's own unless the model has hooks (a hook's
-// statements run in the transaction too): on SQLite it then runs on the
-// gate's writer connection, its statements prepared (see sqlitegate's
-// "Transactions on the writer connection").
-func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, fn func(ctx context.Context) error) error {
-	own := !r.m.hooks.update() && !r.m.hooks.afterFind
+// When its statements are all gormlock's own (own; a hook's would run in
+// it too), on SQLite it runs on the gate's writer connection, its
+// statements prepared (see sqlitegate's "Transactions on the writer
+// connection").
+func (r *Repository[T]) lockedTx(ctx context.Context, lc lockConfig, own bool, fn func(ctx context.Context) error) error {
 	return r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{NoWait: lc.nowait, Limit: lc.timeout, OnWriter: own}, r.m.table+": MutateRowLocked", fn)
 }
 

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -556,7 +557,7 @@ func (c *Conn) Release(ctx context.Context) {
 type Tx struct {
 	*Conn
 	db       *sql.DB // the database, for GORM's DB()
-	done     bool
+	done     atomic.Bool
 	readOnly bool // the connection is query_only until the end
 	// released says the connection went back (to the gate, when it is
 	// the writer connection, which the next writer uses): a statement
@@ -614,6 +615,13 @@ func Begin(ctx context.Context, sqlDB *sql.DB, w Wait, readOnly bool) (*Tx, erro
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// The context ended while BEGIN may have run: the pure-Go
+			// driver answers the context's error for a statement that
+			// completed. A connection that may hold a transaction is
+			// dropped, which rolls it back, never kept or pooled.
+			c.bad = true
+		}
 		c.Release(ctx)
 		return nil, err
 	}
@@ -643,10 +651,9 @@ func (t *Tx) Commit() error { return t.end("COMMIT") }
 func (t *Tx) Rollback() error { return t.end("ROLLBACK") }
 
 func (t *Tx) end(stmt string) error {
-	if t.done {
+	if !t.done.CompareAndSwap(false, true) {
 		return sql.ErrTxDone
 	}
-	t.done = true
 	_, err := t.ExecContext(context.Background(), stmt)
 	if t.w != nil && stmt == "COMMIT" {
 		err = t.commitWaiting(err)
@@ -681,10 +688,12 @@ func (t *Tx) end(stmt string) error {
 // opened with: in rollback-journal mode a COMMIT waits for the readers
 // to finish, which the connection's busy handler would have done had the
 // writer connection's busy timeout not been 0. A COMMIT that fails so
-// leaves the transaction open, to be committed again.
+// leaves the transaction open, to be committed again. Not one refused
+// because statements of the connection are still running, which no wait
+// ends (the busy handler is not called for it either).
 func (t *Tx) commitWaiting(err error) error {
 	deadline := time.Now().Add(time.Duration(t.w.busy) * time.Millisecond)
-	for pause := 100 * time.Microsecond; locking.IsSQLiteBusy(err) && time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
+	for pause := 100 * time.Microsecond; locking.IsSQLiteBusy(err) && !strings.Contains(err.Error(), "in progress") && time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
 		time.Sleep(pause)
 		_, err = t.ExecContext(context.Background(), "COMMIT")
 	}
@@ -719,9 +728,7 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 // QueryRowContext implements gorm.ConnPool.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if t.ended() {
-		// A row that carries an error, from a query database/sql
-		// refuses before it takes a connection.
-		return t.db.QueryRowContext(doneCtx, query, args...)
+		return txDoneDB.QueryRowContext(ctx, query, args...) // a row that carries sql.ErrTxDone
 	}
 	if t.w != nil {
 		return t.w.QueryRowContext(ctx, query, args...)
@@ -731,8 +738,25 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 
 // PrepareContext implements gorm.ConnPool.
 func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if t.ended() {
+		return nil, sql.ErrTxDone
+	}
 	return t.conn.PrepareContext(ctx, query)
 }
+
+// txDoneDB is a database whose every connection fails with sql.ErrTxDone:
+// its QueryRowContext makes the *sql.Row of a statement sent on an ended
+// transaction, which database/sql offers no other way to make.
+var txDoneDB = sql.OpenDB(txDoneConnector{})
+
+type txDoneConnector struct{}
+
+func (txDoneConnector) Connect(context.Context) (driver.Conn, error) { return nil, sql.ErrTxDone }
+func (txDoneConnector) Driver() driver.Driver                        { return txDoneDriver{} }
+
+type txDoneDriver struct{}
+
+func (txDoneDriver) Open(string) (driver.Conn, error) { return nil, sql.ErrTxDone }
 
 // SQL returns the connection, for the statement the turn was taken for.
 func (c *Conn) SQL() *sql.Conn { return c.conn }

@@ -204,7 +204,7 @@ func (w *Writer) stmt(ctx context.Context, query string, exec bool) (*sql.Stmt, 
 	if st, ok := w.stmts[k]; ok {
 		return st, nil
 	}
-	if strings.IndexByte(query, ';') >= 0 || (exec && containsFold(query, "RETURNING")) {
+	if strings.IndexByte(query, ';') >= 0 || (exec && containsFold(query, "RETURNING")) || savepoint(query) {
 		return nil, nil
 	}
 	if len(w.stmts) >= maxWriterStmts {
@@ -221,6 +221,18 @@ func (w *Writer) stmt(ctx context.Context, query string, exec bool) (*sql.Stmt, 
 	w.stmts[k] = st
 	openStmts.Add(1)
 	return st, nil
+}
+
+// savepoint reports whether query is a savepoint's statement (SAVEPOINT,
+// RELEASE, ROLLBACK TO): each names its savepoint, a name seldom used
+// twice, so preparing them would only fill the cache.
+func savepoint(query string) bool {
+	for _, p := range []string{"SAVEPOINT", "RELEASE", "ROLLBACK TO"} {
+		if len(query) >= len(p) && strings.EqualFold(query[:len(p)], p) {
+			return true
+		}
+	}
+	return false
 }
 
 // containsFold reports whether s contains the upper-case ASCII word up,

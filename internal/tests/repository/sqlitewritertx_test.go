@@ -16,6 +16,7 @@ import (
 	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
 	"github.com/gormlock/gormlock/internal/tests/testdb"
+	"github.com/gormlock/gormlock/locking"
 	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 	"github.com/gormlock/gormlock/repository"
 )
@@ -28,6 +29,7 @@ import (
 // own, whose statements nothing keeps.
 func TestSQLiteLockedMutateRunsOnTheWriterConnection(t *testing.T) {
 	restore := sqlitegate.SetWriterLinger(time.Minute) // kept between the calls
+	t.Cleanup(restore)
 	db := testdb.Open(t, "sqlite")
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
@@ -147,6 +149,7 @@ func TestSQLiteWriterTransactionSendsNothingAfterItEnded(t *testing.T) {
 	for _, end := range []string{"commit", "rollback"} {
 		tx, err := sqlitegate.Begin(ctx, sqlDB, sqlitegate.Wait{OnWriter: true}, false)
 		require.NoError(t, err)
+		require.NotNil(t, tx.Writer(), "the transaction is not on the writer connection")
 		if end == "commit" {
 			require.NoError(t, tx.Commit())
 		} else {
@@ -157,9 +160,75 @@ func TestSQLiteWriterTransactionSendsNothingAfterItEnded(t *testing.T) {
 		_, err = tx.QueryContext(ctx, "UPDATE accounts SET balance = 98 WHERE id = ? RETURNING balance", a.ID)
 		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
 		var n int64
-		require.Error(t, tx.QueryRowContext(ctx, "UPDATE accounts SET balance = 97 WHERE id = ? RETURNING balance", a.ID).Scan(&n), "after %s", end)
+		require.ErrorIs(t, tx.QueryRowContext(ctx, "UPDATE accounts SET balance = 97 WHERE id = ? RETURNING balance", a.ID).Scan(&n), sql.ErrTxDone, "after %s", end)
+		_, err = tx.PrepareContext(ctx, "UPDATE accounts SET balance = 96 WHERE id = ?")
+		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
 		require.ErrorIs(t, tx.Commit(), sql.ErrTxDone)
 		balance, _, _ := rawAccount(t, db, a.ID)
 		require.Equal(t, int64(7), balance, "a statement ran after the transaction's %s", end)
+	}
+}
+
+// A locked Mutate that cannot have SQLite's lock (another connection
+// holds it, and the call said NoWait or LockTimeout) leaves no
+// transaction open on the writer connection: once the holder commits,
+// the next writes commit and other connections see them, and the next
+// locked Mutate begins. The same with a pool of one connection, where
+// the gate keeps no writer connection and the transaction takes the
+// pool's, with its busy timeout restored for the application's use.
+func TestSQLiteLockedMutateThatCannotLockLeavesNothingOpen(t *testing.T) {
+	for _, maxConns := range []int{0, 1} {
+		t.Run(map[int]string{0: "writer connection", 1: "pool of one"}[maxConns], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.db")
+			db, err := sqliteopen.Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = fixtures.Close(db) })
+			require.NoError(t, fixtures.Migrate(context.Background(), db))
+			sqlDB, err := db.DB()
+			require.NoError(t, err)
+			accounts, _ := repos(t, db)
+			a := newAccount(t, accounts, "ann", 0)
+			ctx := context.Background()
+			_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
+			require.NoError(t, err)
+
+			// Another process's writer (a database handle of its own, so
+			// not this one's gate) holds SQLite's write lock.
+			other, err := sqliteopen.Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = fixtures.Close(other) })
+			otherDB, err := other.DB()
+			require.NoError(t, err)
+			holder, err := otherDB.Conn(ctx)
+			require.NoError(t, err)
+			_, err = holder.ExecContext(ctx, "BEGIN IMMEDIATE")
+			require.NoError(t, err)
+			if maxConns > 0 {
+				sqlDB.SetMaxOpenConns(maxConns)
+			}
+			_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance += 100; return nil }, repository.NoWait())
+			require.ErrorIs(t, err, locking.ErrLocked)
+			_, err = accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance += 100; return nil }, repository.LockTimeout(50*time.Millisecond))
+			require.ErrorIs(t, err, locking.ErrLockTimeout)
+			_, err = holder.ExecContext(ctx, "COMMIT")
+			require.NoError(t, err)
+			require.NoError(t, holder.Close())
+
+			got, err := accounts.MutateRowLocked(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
+			require.NoError(t, err, "a transaction was left open")
+			got.Owner = "bob"
+			require.NoError(t, accounts.Update(ctx, got))
+			var balance int64
+			var owner string
+			require.NoError(t, otherDB.QueryRowContext(ctx, "SELECT balance, owner FROM accounts WHERE id = ?", a.ID).Scan(&balance, &owner))
+			assert.Equal(t, int64(2), balance, "the refused calls wrote nothing, the others are committed")
+			assert.Equal(t, "bob", owner, "the write after the refused calls is committed")
+			if maxConns > 0 {
+				require.Eventually(t, func() bool { return sqlDB.Stats().InUse == 0 }, 10*time.Second, time.Millisecond)
+				var ms int64
+				require.NoError(t, sqlDB.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms))
+				assert.Equal(t, sqliteopen.BusyTimeout.Milliseconds(), ms, "the pool's connection came back with another busy timeout")
+			}
+		})
 	}
 }
