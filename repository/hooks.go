@@ -16,18 +16,17 @@ import (
 )
 
 // hooks says which of the update and delete hooks a model has, and
-// whether it has AfterFind, BeforeCreate and AfterCreate.
+// whether it has AfterFind.
 type hooks struct {
 	beforeSave, beforeUpdate, afterUpdate, afterSave bool
 	beforeDelete, afterDelete                        bool
-	afterFind, beforeCreate, afterCreate             bool
+	afterFind                                        bool
 }
 
 func hooksOf(s *schema.Schema) hooks {
 	return hooks{
 		beforeSave: s.BeforeSave, beforeUpdate: s.BeforeUpdate, afterUpdate: s.AfterUpdate, afterSave: s.AfterSave,
-		beforeDelete: s.BeforeDelete, afterDelete: s.AfterDelete,
-		afterFind: s.AfterFind, beforeCreate: s.BeforeCreate, afterCreate: s.AfterCreate,
+		beforeDelete: s.BeforeDelete, afterDelete: s.AfterDelete, afterFind: s.AfterFind,
 	}
 }
 

@@ -295,14 +295,13 @@ func (c *mutateCall[T]) attempt(ctx context.Context, locked, inTx bool) error {
 
 // ownStatements reports whether a locked attempt of the call sends only
 // gormlock's statements in its transaction: not when the model's hooks
-// run in it (update hooks, AfterFind; for an Upsert that may create the
-// record, create hooks and associations, which Create writes too).
+// run in it (update hooks, AfterFind), nor when GORM's own callbacks,
+// which an application may extend, run a statement of the attempt — the
+// read of a model gormlock reads through GORM (no selectSQL), and an
+// Upsert's Create.
 func (c *mutateCall[T]) ownStatements() bool {
 	h, m := c.r.m.hooks, c.r.m
-	if h.update() || h.afterFind {
-		return false
-	}
-	return c.create == nil || (!h.beforeCreate && !h.afterCreate && len(m.assocs) == 0)
+	return !h.update() && !h.afterFind && m.selectSQL != "" && c.create == nil
 }
 
 // readModifyWrite reads the record (locked: locking its row, in the
@@ -375,7 +374,7 @@ func (c *mutateCall[T]) change(ctx context.Context, e *T, locked bool) error {
 		return r.applyFn(ctx, e, c.id, c.fn)
 	}
 	release := store.ReleaseAfter(ctx, lockedFnLimit)
-	stopped := false
+	stopped := false // release called: a second call would wait forever
 	defer func() {
 		if !stopped {
 			release() // fn panicked: no rollback from the timer after RunTx's own

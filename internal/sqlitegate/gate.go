@@ -728,7 +728,9 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 // QueryRowContext implements gorm.ConnPool.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if t.ended() {
-		return txDoneDB.QueryRowContext(ctx, query, args...) // a row that carries sql.ErrTxDone
+		// A row that carries sql.ErrTxDone (with a context of its
+		// own: one that ended would make it carry the context's error).
+		return txDoneDB().QueryRowContext(context.Background(), query, args...)
 	}
 	if t.w != nil {
 		return t.w.QueryRowContext(ctx, query, args...)
@@ -744,10 +746,11 @@ func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error
 	return t.conn.PrepareContext(ctx, query)
 }
 
-// txDoneDB is a database whose every connection fails with sql.ErrTxDone:
-// its QueryRowContext makes the *sql.Row of a statement sent on an ended
-// transaction, which database/sql offers no other way to make.
-var txDoneDB = sql.OpenDB(txDoneConnector{})
+// txDoneDB returns a database whose every connection fails with
+// sql.ErrTxDone: its QueryRowContext makes the *sql.Row of a statement
+// sent on an ended transaction, which database/sql offers no other way to
+// make. Made on first use, since a sql.DB keeps a goroutine of its own.
+var txDoneDB = sync.OnceValue(func() *sql.DB { return sql.OpenDB(txDoneConnector{}) })
 
 type txDoneConnector struct{}
 

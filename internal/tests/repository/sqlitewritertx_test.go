@@ -160,7 +160,9 @@ func TestSQLiteWriterTransactionSendsNothingAfterItEnded(t *testing.T) {
 		_, err = tx.QueryContext(ctx, "UPDATE accounts SET balance = 98 WHERE id = ? RETURNING balance", a.ID)
 		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
 		var n int64
-		require.ErrorIs(t, tx.QueryRowContext(ctx, "UPDATE accounts SET balance = 97 WHERE id = ? RETURNING balance", a.ID).Scan(&n), sql.ErrTxDone, "after %s", end)
+		ended, cancel := context.WithCancel(ctx)
+		cancel() // ErrTxDone whatever the context
+		require.ErrorIs(t, tx.QueryRowContext(ended, "UPDATE accounts SET balance = 97 WHERE id = ? RETURNING balance", a.ID).Scan(&n), sql.ErrTxDone, "after %s", end)
 		_, err = tx.PrepareContext(ctx, "UPDATE accounts SET balance = 96 WHERE id = ?")
 		require.ErrorIs(t, err, sql.ErrTxDone, "after %s", end)
 		require.ErrorIs(t, tx.Commit(), sql.ErrTxDone)
