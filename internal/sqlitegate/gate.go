@@ -1,7 +1,7 @@
 // Package sqlitegate waits for SQLite's write lock in Go: a first-come,
 // first-served gate per database for the writers of one process, and turns
 // on a lock file between processes. Every gormlock write on SQLite takes a
-// connection through it (Take) or begins its transaction with it (Begin).
+// connection through it (TakeInto) or begins its transaction with it (Begin).
 package sqlitegate
 
 import (
@@ -338,41 +338,30 @@ type Conn struct {
 	bad bool
 }
 
-// Take waits at the gate for the writer's turn, then takes a
-// connection and sets its busy_timeout to 0 so that waiting for the write
-// lock happens in Lock, in Go. An error means nothing was sent.
+// TakeInto waits at the gate for the writer's turn for one write outside
+// a transaction, then takes a connection into c, which the caller may keep
+// on its stack (the write takes its turn without allocating one), with its
+// busy_timeout at 0 so that waiting for the write lock happens in Lock, in
+// Go. Its statement runs on c.Writer() when the gate keeps a writer
+// connection (see "The writer connection"). Whatever c held is
+// overwritten; on error c holds nothing to release, and nothing was sent.
 //
 // Without NoWait or LockTimeout the wait is bounded by ctx alone, not by
 // the connection's busy timeout: a writer waits its turn as long as its
 // caller lets it, and a busy machine or a short busy timeout never turns
 // the wait into "database is locked". A context that can never end
 // (context.Background) has nothing to stop a wait, and then a connection
-// taken from the pool keeps its own busy timeout and waits in SQLite,
-// again and again until the lock is free: the same wait, without setting
-// and restoring the timeout. The gate's writer connection (TakeInto) has
-// its busy timeout at 0 whatever the context, and waits in Lock.
-//
-// It is for a transaction (Begin): the connection is the transaction's
-// until release, and goes back to the pool then.
-func Take(ctx context.Context, sqlDB *sql.DB, w Wait) (*Conn, error) {
-	c := new(Conn)
-	if err := take(ctx, sqlDB, w, c, false); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// TakeInto is Take for one write outside a transaction, into c, which the
-// caller may keep on its stack: the write takes its turn without
-// allocating one. Its statement runs on c.Writer() when the gate keeps a
-// writer connection (see "The writer connection"), with its busy timeout
-// at 0 whatever ctx. Whatever c held is overwritten; on error c holds
-// nothing to release.
+// taken from the pool for a transaction keeps its own busy timeout and
+// waits in SQLite, again and again until the lock is free: the same wait,
+// without setting and restoring the timeout. The gate's writer connection
+// has its busy timeout at 0 whatever the context, and waits in Lock.
 func TakeInto(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn) error {
 	return take(ctx, sqlDB, w, c, true)
 }
 
-// take is Take (a transaction, !write) and TakeInto (write).
+// take is TakeInto (write) and the turn of Begin's transaction, whose
+// connection is the transaction's until release (write: the gate's writer
+// connection when Wait.OnWriter asks for it).
 func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error {
 	g := gateOf(sqlDB)
 	crossed, err := g.enter(ctx, w)
