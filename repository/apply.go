@@ -143,7 +143,7 @@ func (r *Repository[T]) Apply(ctx context.Context, id any, changes []Change, opt
 		}
 		return &e, nil
 	}
-	_, inTx := r.st.Conn(ctx)
+	_, inTx := r.st.Pool(ctx)
 	if cfg.op == nil && inTx {
 		e, err := once(ctx)
 		if err != nil {

@@ -28,10 +28,10 @@ func (r *Repository[T]) Claim(ctx context.Context, n int, opts ...ClaimOption) (
 	if err := r.m.caps.Check(dialect.SkipLocked); err != nil {
 		return nil, fmt.Errorf("%s: Claim: %w", r.m.table, err)
 	}
-	db, err := r.lockTx(ctx, "Claim")
-	if err != nil {
+	if _, err := r.lockTx(ctx, "Claim"); err != nil {
 		return nil, err
 	}
+	db, _ := r.st.Conn(ctx)
 	find := make([]FindOption, 0, len(opts)+1)
 	for _, opt := range opts {
 		if opt != nil {

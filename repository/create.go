@@ -104,7 +104,7 @@ func (r *Repository[T]) explainDuplicate(ctx context.Context, id any, zeroID boo
 	if r.m.deletedAt == nil || zeroID || !errors.Is(err, locking.ErrAlreadyExists) {
 		return err
 	}
-	if _, inTx := r.st.Conn(ctx); inTx && !r.st.Caps.SingleWriter {
+	if _, inTx := r.st.Pool(ctx); inTx && !r.st.Caps.SingleWriter {
 		return err
 	}
 	if _, found, deleted, verr := r.currentVersion(ctx, id); verr == nil && found && deleted {

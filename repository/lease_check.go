@@ -49,7 +49,7 @@ func (r *Repository[T]) acquire(ctx context.Context, id any, args []any, hash st
 	if r.m.leases.acquireBack == "" {
 		return r.st.Exec(ctx, r.m.leases.acquire, args, r.st.QueryRowScan(key, fence, acquired, expires))
 	}
-	_, inTx := r.st.Conn(ctx)
+	_, inTx := r.st.Pool(ctx)
 	var n int64
 	var err error
 	for try := 1; ; try++ {
@@ -187,7 +187,7 @@ func (r *Repository[T]) writeWithLease(ctx context.Context, e *T, l *Lease, meth
 	}
 	ctx, oc := r.observeLease(ctx, obsOp, id)
 	defer func() { oc.end(err) }()
-	_, inTx := r.st.Conn(ctx)
+	_, inTx := r.st.Pool(ctx)
 	// written is a fast path's update, written: the entity then holds
 	// the row's unversioned fields, as after Update.
 	written := func(ctx context.Context, err error) error {

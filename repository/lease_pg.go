@@ -148,7 +148,7 @@ SELECT (SELECT `+quote(m.version.DBName)+` FROM w), (SELECT count(*) FROM e)`)
 func (r *Repository[T]) grantRead(ctx context.Context, args []any, lease *Lease, e *T) (acquired, expires int64, gone bool, err error) {
 	rv := reflect.ValueOf(e).Elem()
 	st := r.m.leases.pg.grantReadAsync
-	if _, inTx := r.st.Conn(ctx); inTx {
+	if _, inTx := r.st.Pool(ctx); inTx {
 		// Never the caller's commit: it may write more than the grant.
 		st = r.m.leases.pg.grantRead
 	}

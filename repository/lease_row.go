@@ -272,7 +272,7 @@ func (r *Repository[T]) acquireRow(ctx context.Context, id any, lease *Lease, tt
 	var found sql.NullBool
 	head := []any{&lease.Key, &lease.Fence, &acquired, &expires, &found}
 	st := rl.acquireAsync
-	if _, inTx := r.st.Conn(ctx); inTx {
+	if _, inTx := r.st.Pool(ctx); inTx {
 		st = rl.acquire // never the caller's commit: it may write more than the grant
 	}
 	var err error

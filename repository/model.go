@@ -321,8 +321,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // UTC with microseconds, so the in-memory entity equals what a later Get
 // returns.
 func (r *Repository[T]) now(ctx context.Context) time.Time {
-	db, _ := r.st.Conn(ctx)
-	if f := db.Config.NowFunc; f != nil {
+	if f := r.st.Config(ctx).NowFunc; f != nil {
 		return f().UTC().Truncate(time.Microsecond)
 	}
 	return now()

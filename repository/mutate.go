@@ -197,7 +197,7 @@ func (c *mutateCall[T]) do(ctx context.Context) (*T, error) {
 	c.key = keyString(c.id)
 	c.rep = MutateReport{Table: r.m.table, ID: c.id, Op: c.op}
 	ctx, c.call = r.startCall(ctx, c.op, c.id)
-	_, inTx := r.st.Conn(ctx)
+	_, inTx := r.st.Pool(ctx)
 	if !inTx && !c.pessimistic {
 		tu, err := r.turns.take(ctx, c.key)
 		if err != nil {

@@ -163,3 +163,13 @@ func (r *Repository[T]) translate(err error, id any) error {
 	}
 	return locking.Classify(err)
 }
+
+// pool returns the connection pool for gormlock's own statements in ctx:
+// the transaction ctx carries and true, or the repository's database and
+// false. Unlike store.Conn it makes no *gorm.DB for the transaction.
+func (r *Repository[T]) pool(ctx context.Context) (gorm.ConnPool, bool) {
+	if p, ok := r.st.Pool(ctx); ok {
+		return p, true
+	}
+	return r.st.Gorm.Statement.ConnPool, false
+}

@@ -22,12 +22,12 @@ import (
 // lockTx returns the transaction of ctx, or an error saying that a locked
 // read needs one: a lock taken outside a transaction would end with its
 // statement, protecting nothing.
-func (r *Repository[T]) lockTx(ctx context.Context, method string) (*gorm.DB, error) {
-	db, inTx := r.st.Conn(ctx)
+func (r *Repository[T]) lockTx(ctx context.Context, method string) (gorm.ConnPool, error) {
+	pool, inTx := r.st.Pool(ctx)
 	if !inTx {
 		return nil, locking.Invalid("%s: %s needs a transaction: a row lock lasts until the transaction ends, so call it inside RunInTx (or use MutateRowLocked, which runs its own)", r.m.table, method)
 	}
-	return db, nil
+	return pool, nil
 }
 
 // LockRow reads record id and locks it until the transaction in ctx ends:
@@ -60,19 +60,19 @@ func (r *Repository[T]) LockRow(ctx context.Context, id any, opts ...LockOption)
 
 // lockRow is LockRow for a normalized id and checked lock options.
 func (r *Repository[T]) lockRow(ctx context.Context, id any, lc lockConfig) (*T, error) {
-	db, err := r.lockTx(ctx, "LockRow")
+	pool, err := r.lockTx(ctx, "LockRow")
 	if err != nil {
 		return nil, err
 	}
 	var e T
-	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, rowLock bool) error {
+	err = r.lockedRead(ctx, pool, lc, func(q func() *gorm.DB, rowLock bool) error {
 		switch {
 		case r.m.selectSQL == "":
-			return store.Primary(q).Take(&e, r.m.keyCond(id)).Error
+			return store.Primary(q()).Take(&e, r.m.keyCond(id)).Error
 		case rowLock:
-			return r.readRow(ctx, q.Statement.ConnPool, r.m.lockedSelect(lc), &e, id)
+			return r.readRow(ctx, pool, r.m.lockedSelect(lc), &e, id)
 		}
-		return r.readRow(ctx, q.Statement.ConnPool, r.m.selectSQL, &e, id)
+		return r.readRow(ctx, pool, r.m.selectSQL, &e, id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: LockRow id=%v: %w", r.m.table, id, r.lockError(lc, err, id))
@@ -104,7 +104,7 @@ func (r *Repository[T]) LockRows(ctx context.Context, ids []any, opts ...LockOpt
 	if err != nil {
 		return nil, err
 	}
-	db, err := r.lockTx(ctx, "LockRows")
+	pool, err := r.lockTx(ctx, "LockRows")
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +112,8 @@ func (r *Repository[T]) LockRows(ctx context.Context, ids []any, opts ...LockOpt
 	if len(keys) == 0 {
 		return out, nil
 	}
-	err = r.lockedRead(ctx, db, lc, func(q *gorm.DB, _ bool) error {
-		return store.Primary(q).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
+	err = r.lockedRead(ctx, pool, lc, func(q func() *gorm.DB, _ bool) error {
+		return store.Primary(q()).Where(r.m.keysIn(keys)).Clauses(r.m.keyOrder()).Find(&out).Error
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: LockRows: %w", r.m.table, r.lockError(lc, err, nil))
@@ -187,13 +187,20 @@ func dedupSorted(keys []any) []any {
 	return out
 }
 
-// lockedRead runs read with the lock lc asks for, the way the database
-// provides it (the dialect's capabilities): read gets a query carrying the locking
-// clause, and rowLock true where a statement of its own must lock the row
+// lockedRead runs read, in the transaction pool, with the lock lc asks
+// for, the way the database provides it (the dialect's capabilities): read
+// gets q, which makes a query on the transaction carrying the locking
+// clause (only a read through GORM calls it: a *gorm.DB costs two
+// Statement clones), and rowLock true where a statement of its own must lock the row
 // itself (FOR UPDATE, see meta.lockedSelect); false where the lock is
 // already taken (SQLite's write lock). The Observer is told how long
 // taking the lock took (RowLockWait).
-func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConfig, read func(q *gorm.DB, rowLock bool) error) (err error) {
+func (r *Repository[T]) lockedRead(ctx context.Context, pool gorm.ConnPool, lc lockConfig, read func(q func() *gorm.DB, rowLock bool) error) (err error) {
+	// The transaction as a *gorm.DB, made only for a read through GORM.
+	gormTx := func() *gorm.DB {
+		db, _ := r.st.Conn(ctx)
+		return db.WithContext(ctx)
+	}
 	switch r.m.caps.How(dialect.RowLock) {
 	case dialect.Native, dialect.NodeLocal:
 		if r.obs != nil {
@@ -211,11 +218,11 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			l.Options = clause.LockingOptionsNoWait
 			lock = l
 		}
-		restore, err := r.setLockTimeout(ctx, db.Statement.ConnPool, lc)
+		restore, err := r.setLockTimeout(ctx, pool, lc)
 		if err != nil {
 			return err
 		}
-		err = read(db.WithContext(ctx).Clauses(lock), true)
+		err = read(func() *gorm.DB { return gormTx().Clauses(lock) }, true)
 		store.NoteRolledBack(ctx, r.st, err)
 		var server interface{ SQLState() string }
 		if restore != nil && (r.m.caps.Name != dialect.Postgres || !errors.As(err, &server)) {
@@ -234,7 +241,7 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 		}
 		return err
 	case dialect.WriteLock:
-		if tx, ok := db.Statement.ConnPool.(*sqlitegate.Tx); ok {
+		if tx, ok := pool.(*sqlitegate.Tx); ok {
 			// RunInTx's and MutateRowLocked's transactions began IMMEDIATE
 			// and hold the write lock already; a read-only one never may.
 			if tx.ReadOnly() {
@@ -242,13 +249,13 @@ func (r *Repository[T]) lockedRead(ctx context.Context, db *gorm.DB, lc lockConf
 			}
 		} else {
 			begin := r.obsNow()
-			err := r.takeWriteLock(ctx, db.Statement.ConnPool, lc)
+			err := r.takeWriteLock(ctx, pool, lc)
 			r.rowLockWait(ctx, begin, lc, err)
 			if err != nil {
 				return err
 			}
 		}
-		return read(db.WithContext(ctx), false)
+		return read(gormTx, false)
 	}
 	return r.m.caps.Check(dialect.RowLock)
 }

@@ -429,7 +429,7 @@ func (r *Repository[T]) refreshAfterWrite(ctx context.Context, rv reflect.Value,
 	if err == nil {
 		return nil
 	}
-	if _, inTx := r.st.Conn(ctx); inTx {
+	if _, inTx := r.st.Pool(ctx); inTx {
 		return err
 	}
 	return nil

@@ -223,7 +223,7 @@ func (r *Repository[T]) runWrite(ctx context.Context, wc writeConfig, hooked boo
 			return keyString(id), v, err
 		})
 	}
-	if _, inTx := r.st.Conn(ctx); hooked && !inTx {
+	if _, inTx := r.st.Pool(ctx); hooked && !inTx {
 		return nil, r.st.RunTx(ctx, r.st.Gorm, nil, sqlitegate.Wait{}, r.m.table+": "+writeKinds[kind].method, func(ctx context.Context) error {
 			_, err := write(ctx)
 			return err
@@ -527,12 +527,12 @@ func (r *Repository[T]) guardOf(ctx context.Context, rv reflect.Value, op string
 // if there is one; found is false when it does not exist, deleted true when
 // it is soft-deleted.
 func (r *Repository[T]) currentVersion(ctx context.Context, id any) (version int64, found, deleted bool, err error) {
-	db, inTx := r.st.Conn(ctx)
+	pool, inTx := r.pool(ctx)
 	query := r.m.versionSQL
 	if inTx {
 		query = r.m.versionSQLInTx
 	}
-	err = r.st.ScanSQL(ctx, db.Statement.ConnPool, query, r.m.keyArgs(nil, id), &version, &deleted)
+	err = r.st.ScanSQL(ctx, pool, query, r.m.keyArgs(nil, id), &version, &deleted)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, false, false, nil
@@ -612,13 +612,13 @@ func (r *Repository[T]) checkAffected(ctx context.Context, n int64, id any, expe
 // latest committed row, as currentVersion does): the record, its version
 // (a legacy NULL as 0), whether it exists and whether it is soft-deleted.
 func (r *Repository[T]) currentRecord(ctx context.Context, id any) (cur *T, version int64, found, deleted bool, err error) {
-	db, inTx := r.st.Conn(ctx)
+	pool, inTx := r.pool(ctx)
 	query := r.m.selectAnySQL
 	if inTx && r.m.caps.Dialector() == dialect.MySQL {
 		query += " " + r.m.caps.ShareClause
 	}
 	var e T
-	err = r.readRow(ctx, db.Statement.ConnPool, query, &e, id)
+	err = r.readRow(ctx, pool, query, &e, id)
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return nil, 0, false, false, nil

@@ -169,9 +169,31 @@ func flavorOf(sqlDB *sql.DB) (dialect.Caps, error) {
 // transaction.
 func (s Store) Conn(ctx context.Context) (*gorm.DB, bool) {
 	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
-		return st.tx, true
+		return st.gormTx(), true
 	}
 	return s.Gorm, false
+}
+
+// Config returns the *gorm.Config of Conn(ctx), without making a
+// *gorm.DB for a transaction.
+func (s Store) Config(ctx context.Context) *gorm.Config {
+	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
+		if st.base != nil {
+			return st.base.Config // a Session keeps its settings
+		}
+		return st.tx.Config
+	}
+	return s.Gorm.Config
+}
+
+// Pool returns the transaction ctx carries on the database and true, or
+// nil and false: Conn's ConnPool in a transaction, without making a
+// *gorm.DB for it.
+func (s Store) Pool(ctx context.Context) (gorm.ConnPool, bool) {
+	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
+		return st.pool, true
+	}
+	return nil, false
 }
 
 // exec runs the write statement st with args: in the transaction of ctx
@@ -180,12 +202,12 @@ func (s Store) Conn(ctx context.Context) (*gorm.DB, bool) {
 // locking.ErrCommitUnknown when the statement may have been applied although
 // it failed.
 func (s Store) Exec(ctx context.Context, st Stmt, args []any, send SendFunc) error {
-	if db, inTx := s.Conn(ctx); inTx {
+	if pool, inTx := s.Pool(ctx); inTx {
 		sctx, err := s.stmtContext(ctx, st)
 		if err != nil {
 			return err // nothing was sent
 		}
-		return locking.Classify(send(sctx, db.Statement.ConnPool, st.Text, args))
+		return locking.Classify(send(sctx, pool, st.Text, args))
 	}
 	return s.autocommit(ctx, st, args, send)
 }

@@ -161,7 +161,7 @@ func (s Store) insertIDAfterTrigger(ctx context.Context, pool gorm.ConnPool, n, 
 	s.trace(ctx, begin, q, nil, -1, err)
 	if err != nil {
 		err = fmt.Errorf("gormlock: reading LAST_INSERT_ID() after a statement whose answer carried none: %w", err)
-		if _, inTx := s.Conn(ctx); inTx {
+		if _, inTx := s.Pool(ctx); inTx {
 			return 0, err // the caller's transaction rolls back
 		}
 		// Outside a transaction the statement committed by itself.

@@ -23,8 +23,18 @@ type txKey struct{}
 // TxState is what RunInTx puts in the context.
 type TxState struct {
 	sqlDB *sql.DB
-	tx    *gorm.DB
-	iso   sql.IsolationLevel // as RunInTx was asked; LevelDefault otherwise
+	// pool is the transaction: a *sqlitegate.Tx, an *ownTx, or the
+	// ConnPool of the application's transaction (WithTx).
+	pool gorm.ConnPool
+	// tx is the *gorm.DB on pool, made from base in ctx the first time a
+	// statement goes through GORM (gormTx): a transaction whose statements
+	// are all gormlock's own (MutateRowLocked's, most often) makes none,
+	// which saves two Statement clones per call.
+	txOnce sync.Once
+	tx     *gorm.DB
+	base   *gorm.DB
+	ctx    context.Context
+	iso    sql.IsolationLevel // as RunInTx was asked; LevelDefault otherwise
 	// commitInCtx: send COMMIT as a statement bound to the context
 	// (MySQL: see runBegun).
 	commitInCtx bool
@@ -83,7 +93,7 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 		// Nested: a savepoint of our own, not GORM's Transaction, which
 		// skips the savepoint when DisableNestedTransaction is set and
 		// ignores a failed ROLLBACK TO.
-		return InSavepoint(ctx, outer.tx, func() error { return fn(ctx) })
+		return InSavepoint(ctx, outer.gormTx(), func() error { return fn(ctx) })
 	}
 	var o *sql.TxOptions
 	if len(opts) > 0 {
@@ -95,7 +105,7 @@ func RunInTx(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) erro
 // JoinOrRunTx runs fn in the transaction ctx carries, or else in one of
 // its own (RunTx on s.Gorm; op names the caller in errors).
 func (s Store) JoinOrRunTx(ctx context.Context, op string, fn func(context.Context) error) error {
-	if _, inTx := s.Conn(ctx); inTx {
+	if _, inTx := s.Pool(ctx); inTx {
 		return fn(ctx)
 	}
 	return s.RunTx(ctx, s.Gorm, nil, sqlitegate.Wait{}, op, fn)
@@ -128,8 +138,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 			defer cancel()
 		}
 	}
-	st := &TxState{sqlDB: s.SQLDB, obs: s.Obs}
-	db = WithCallerLogger(db)
+	st := &TxState{sqlDB: s.SQLDB, obs: s.Obs, base: db, ctx: ctx}
 	if o != nil {
 		st.iso = o.Isolation
 	}
@@ -146,8 +155,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 		if err != nil {
 			return fmt.Errorf("%s: begin: %w", op, err)
 		}
-		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
-		st.tx.Statement.ConnPool = tx
+		st.pool = tx
 	} else {
 		if s.Caps.Dialector() == dialect.MySQL && (o == nil || o.Isolation == sql.LevelDefault) {
 			// READ COMMITTED, as PostgreSQL's default: each statement sees
@@ -169,8 +177,7 @@ func (s Store) RunTx(ctx context.Context, db *gorm.DB, o *sql.TxOptions, w sqlit
 				err = fmt.Errorf("%w (and the transaction could not be confirmed ended on the server within %v: %w)", err, goneWait, uerr)
 			}
 		}()
-		st.tx = db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
-		st.tx.Statement.ConnPool = tx
+		st.pool = tx
 		st.own = tx
 		st.commitInCtx = s.Caps.Dialector() == dialect.MySQL
 		st.checkAlive = s.Caps.Name == dialect.Galera
@@ -345,7 +352,7 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 	committed := false
 	defer func() {
 		if !committed {
-			st.tx.Rollback()
+			_ = st.rollback()
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
@@ -386,7 +393,7 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		// read). So before COMMIT, ask — in a plain statement, which is
 		// told — whether the transaction is still open.
 		var open int
-		err := st.tx.Statement.ConnPool.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open)
+		err := st.pool.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open)
 		switch {
 		case err != nil:
 			return fmt.Errorf("%s: not committed: %w", op, locking.Classify(err))
@@ -403,11 +410,11 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		// the connection), and the outcome is then unknown. database/sql's
 		// own Commit that follows finds no transaction on the server and
 		// changes nothing; its error cannot undo the commit made.
-		if _, err := st.tx.Statement.ConnPool.ExecContext(ctx, "COMMIT"); err != nil {
-			_ = st.tx.Rollback()
+		if _, err := st.pool.ExecContext(ctx, "COMMIT"); err != nil {
+			_ = st.rollback()
 			return st.commitFailed(ctx, op, err)
 		}
-		_ = st.tx.Commit()
+		_ = st.committer().Commit()
 		if st.own != nil && st.own.wasCancelled() {
 			// The COMMIT answered OK after KILL QUERY reached it: a
 			// semi-synchronous wait for a replica ends that way after
@@ -422,11 +429,27 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		}
 		return nil
 	}
-	if err := st.tx.Commit().Error; err != nil {
+	if err := st.committer().Commit(); err != nil {
 		return st.commitFailed(ctx, op, err)
 	}
 	return nil
 }
+
+// gormTx returns the transaction as a *gorm.DB (see TxState.tx).
+func (st *TxState) gormTx() *gorm.DB {
+	st.txOnce.Do(func() {
+		st.tx = WithCallerLogger(st.base).Session(&gorm.Session{NewDB: true, Context: st.ctx, SkipDefaultTransaction: true})
+		st.tx.Statement.ConnPool = st.pool
+	})
+	return st.tx
+}
+
+// committer is the transaction's commit and rollback: RunTx's
+// transactions are gorm.TxCommitters.
+func (st *TxState) committer() gorm.TxCommitter { return st.pool.(gorm.TxCommitter) }
+
+// rollback rolls back RunTx's transaction, as GORM's Rollback would.
+func (st *TxState) rollback() error { return st.committer().Rollback() }
 
 // commitFailed classifies the error of the transaction's COMMIT (see
 // locking.ClassifyCommit), tells the observer when its outcome is unknown,
@@ -451,7 +474,7 @@ func ReleaseAfter(ctx context.Context, d time.Duration) (stop func() bool) {
 	if !ok {
 		return func() bool { return false }
 	}
-	c, ok := st.tx.Statement.ConnPool.(gorm.TxCommitter)
+	c, ok := st.pool.(gorm.TxCommitter)
 	if !ok || (st.own == nil && !isGateTx(c)) {
 		return func() bool { return false }
 	}
@@ -538,7 +561,10 @@ func WithTx(ctx context.Context, tx *gorm.DB) (context.Context, error) {
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, txKey{}, &TxState{sqlDB: s.SQLDB, tx: WithCallerLogger(tx.Session(&gorm.Session{NewDB: true}))}), nil
+	st := &TxState{sqlDB: s.SQLDB, tx: WithCallerLogger(tx.Session(&gorm.Session{NewDB: true}))}
+	st.pool = st.tx.Statement.ConnPool
+	st.txOnce.Do(func() {}) // tx is made
+	return context.WithValue(ctx, txKey{}, st), nil
 }
 
 // Tx is repository.Tx; see its documentation.
@@ -548,7 +574,7 @@ func Tx(ctx context.Context, db *gorm.DB) *gorm.DB {
 	}
 	if st, ok := ctx.Value(txKey{}).(*TxState); ok {
 		if sqlDB, err := db.DB(); err == nil && st.sqlDB == sqlDB {
-			return st.tx.WithContext(ctx)
+			return st.gormTx().WithContext(ctx)
 		}
 	}
 	return db.WithContext(ctx)

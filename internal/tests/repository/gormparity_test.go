@@ -212,6 +212,26 @@ func TestParityNowFunc(t *testing.T) {
 		require.True(t, got.CreatedAt.Equal(created))
 		require.True(t, got.UpdatedAt.Equal(updated))
 
+		// In a transaction: RunInTx's, whose statements go through GORM
+		// (Update reads nothing), and MutateRowLocked's, whose statements
+		// are all gormlock's own.
+		inTx := updated.Add(time.Hour)
+		clock = inTx
+		require.NoError(t, repository.RunInTx(ctx, cdb, func(ctx context.Context) error {
+			e.Name = "in tx"
+			return r.Update(ctx, e)
+		}))
+		require.True(t, e.UpdatedAt.Equal(inTx), "updated in RunInTx %v", e.UpdatedAt)
+		locked := inTx.Add(time.Hour)
+		clock = locked
+		m, err := r.MutateRowLocked(ctx, int64(1), func(c *parityCompany) error { c.Name = "locked"; return nil })
+		require.NoError(t, err)
+		require.True(t, m.UpdatedAt.Equal(locked), "updated in MutateRowLocked %v", m.UpdatedAt)
+		got, err = r.Get(ctx, int64(1))
+		require.NoError(t, err)
+		require.Equal(t, "locked", got.Name)
+		require.True(t, got.UpdatedAt.Equal(locked))
+
 		// GORM's own Create with the same clock, for comparison.
 		clock = created
 		plain := &parityCompany{ID: 2, Name: "gorm", Versioned: models.Versioned{Version: 1}}
