@@ -89,6 +89,10 @@ func (m *meta) normalizePart(f *schema.Field, id any) (any, error) {
 	got := v.Type()
 	switch {
 	case got == want:
+		if v.IsZero() {
+			return nil, locking.Invalid("%s: id is the zero value of %v (primary key %s)", m.table, want, f.Name)
+		}
+		return id, nil // as given: no copy of the value
 	case isInt(got.Kind()) && isInt(want.Kind()):
 		if !intFits(v, want) {
 			return nil, locking.Invalid("%s: id %v does not fit the primary key %s (%v)", m.table, id, f.Name, want)

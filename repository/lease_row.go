@@ -365,10 +365,11 @@ func (r *Repository[T]) updateRow(ctx context.Context, e *T, l *Lease, id any, e
 		v, _ := f.ValueOf(ctx, rv)
 		args = append(args, v)
 	}
-	va := &versionArg{prev: expected}
+	var va *versionArg
 	if r.m.caps.NextVersion != "" {
 		args = append(args, expected+1) // the floor; the database reads its clock
 	} else {
+		va = &versionArg{prev: expected}
 		args = append(args, va)
 	}
 	w := write{}
