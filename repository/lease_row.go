@@ -392,7 +392,7 @@ func (r *Repository[T]) updateRow(ctx context.Context, e *T, l *Lease, id any, e
 			n, w.version = 1, v.Int64
 		}
 	default: // SQLite: the version computed in Go as the statement was sent
-		if n, err = r.st.ExecResult(ctx, rl.write, args); n > 0 {
+		if n, err = r.st.ExecResult(ctx, rl.write, args); n > 0 && va != nil {
 			w.version = va.v
 		}
 	}

@@ -174,8 +174,11 @@ func (s Store) Conn(ctx context.Context) (*gorm.DB, bool) {
 	return s.Gorm, false
 }
 
-// Config returns the *gorm.Config of Conn(ctx), without making a
-// *gorm.DB for a transaction.
+// Config returns the *gorm.Config whose settings gormlock's own
+// statements follow in ctx (NowFunc), without making a *gorm.DB for a
+// transaction. In one RunTx began it is the config of the *gorm.DB the
+// transaction was begun on, as it is now: not Conn(ctx)'s copy, whose
+// Logger gormlock wraps.
 func (s Store) Config(ctx context.Context) *gorm.Config {
 	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
 		if st.base != nil {

@@ -444,9 +444,21 @@ func (st *TxState) gormTx() *gorm.DB {
 	return st.tx
 }
 
-// committer is the transaction's commit and rollback: RunTx's
-// transactions are gorm.TxCommitters.
-func (st *TxState) committer() gorm.TxCommitter { return st.pool.(gorm.TxCommitter) }
+// committer is the transaction's commit and rollback. RunTx's
+// transactions (a *sqlitegate.Tx, an *ownTx) are gorm.TxCommitters; for
+// anything else it fails as GORM's Commit and Rollback do.
+func (st *TxState) committer() gorm.TxCommitter {
+	if c, ok := st.pool.(gorm.TxCommitter); ok && c != nil {
+		return c
+	}
+	return invalidTx{}
+}
+
+// invalidTx is the committer of a transaction that is none.
+type invalidTx struct{}
+
+func (invalidTx) Commit() error   { return gorm.ErrInvalidTransaction }
+func (invalidTx) Rollback() error { return gorm.ErrInvalidTransaction }
 
 // rollback rolls back RunTx's transaction, as GORM's Rollback would.
 func (st *TxState) rollback() error { return st.committer().Rollback() }
