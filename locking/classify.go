@@ -57,7 +57,8 @@ func pgConstraintKind(code string) error {
 // with errors.As. Classification uses SQLSTATEs, SQLite result codes and
 // MySQL/MariaDB error numbers, never message text. GORM's translated errors
 // (gorm.Config{TranslateError: true}) are recognised too:
-// gorm.ErrDuplicatedKey is ErrAlreadyExists.
+// gorm.ErrDuplicatedKey is ErrAlreadyExists, gorm.ErrForeignKeyViolated and
+// gorm.ErrCheckConstraintViolated are ErrConstraintViolation.
 //
 // SQLite errors are recognised from github.com/mattn/go-sqlite3 (cgo) and
 // from the pure-Go drivers (modernc.org/sqlite, and its fork
@@ -161,10 +162,24 @@ func Classify(err error) error {
 		}
 		return err
 	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
+	switch {
+	case errors.Is(err, gorm.ErrDuplicatedKey):
 		return &DatabaseError{Kind: ErrAlreadyExists, Code: "gorm.ErrDuplicatedKey", Err: err}
+	case errors.Is(err, gorm.ErrForeignKeyViolated):
+		return &DatabaseError{Kind: ErrConstraintViolation, Code: "gorm.ErrForeignKeyViolated", Err: err}
+	case errors.Is(err, gorm.ErrCheckConstraintViolated):
+		return &DatabaseError{Kind: ErrConstraintViolation, Code: "gorm.ErrCheckConstraintViolated", Err: err}
 	}
 	return err
+}
+
+// gormTranslated reports whether err is one of GORM's translations of a
+// database's error (gorm.Config{TranslateError: true}): GORM's dialectors
+// translate only the server's reports of a violated constraint, so the
+// statement was refused.
+func gormTranslated(err error) bool {
+	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, gorm.ErrForeignKeyViolated) ||
+		errors.Is(err, gorm.ErrCheckConstraintViolated)
 }
 
 // IsRetryable reports whether err is a condition after which re-running the
@@ -282,7 +297,7 @@ func reported(err error, commit bool) bool {
 		// (an interrupted one included) was rolled back.
 		return true
 	}
-	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || notcommitted.Is(err) {
+	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || notcommitted.Is(err) || gormTranslated(err) {
 		return true
 	}
 	var de *DatabaseError

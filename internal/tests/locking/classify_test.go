@@ -602,3 +602,39 @@ func TestClassifyPostgresDataException(t *testing.T) {
 		})
 	}
 }
+
+// GORM's translated errors (gorm.Config{TranslateError: true}) say that the
+// database refused the statement for a constraint: they classify as the
+// constraint's kind, and a write or COMMIT that returned one did not apply
+// (it is not an unknown outcome). Before, a foreign key or CHECK violation
+// kept no kind of gormlock's, and a write or COMMIT returning one was
+// reported unknown.
+func TestClassifyGORMTranslatedErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		kind error
+	}{
+		{gorm.ErrDuplicatedKey, locking.ErrAlreadyExists},
+		{gorm.ErrForeignKeyViolated, locking.ErrConstraintViolation},
+		{gorm.ErrCheckConstraintViolated, locking.ErrConstraintViolation},
+	} {
+		t.Run(c.err.Error(), func(t *testing.T) {
+			wrapped := fmt.Errorf("children: Create: %w", c.err)
+			got := locking.Classify(wrapped)
+			require.ErrorIs(t, got, c.kind)
+			require.ErrorIs(t, got, c.err, "GORM's error stays reachable")
+			var de *locking.DatabaseError
+			require.ErrorAs(t, got, &de)
+			require.Equal(t, "gorm."+map[error]string{
+				gorm.ErrDuplicatedKey:           "ErrDuplicatedKey",
+				gorm.ErrForeignKeyViolated:      "ErrForeignKeyViolated",
+				gorm.ErrCheckConstraintViolated: "ErrCheckConstraintViolated",
+			}[c.err], de.Code)
+			for name, classify := range map[string]func(error) error{"ClassifyWrite": locking.ClassifyWrite, "ClassifyCommit": locking.ClassifyCommit} {
+				got := classify(wrapped)
+				require.NotErrorIs(t, got, locking.ErrCommitUnknown, "%s: the database refused it", name)
+				require.ErrorIs(t, got, c.kind, name)
+			}
+		})
+	}
+}

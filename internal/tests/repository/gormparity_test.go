@@ -181,6 +181,16 @@ func TestParityTranslateErrorOnUpdate(t *testing.T) {
 		err = parents.Create(ctx, &parityParent{ID: 3, Email: "two@example.com"})
 		require.ErrorIs(t, err, gorm.ErrDuplicatedKey)
 		require.ErrorIs(t, err, locking.ErrAlreadyExists)
+		require.NotErrorIs(t, err, locking.ErrCommitUnknown)
+		// A Create goes through GORM, which returns only its translation:
+		// still gormlock's kind, and not applied.
+		err = children.Create(ctx, &parityChild{ID: 2, ParentID: 77})
+		require.ErrorIs(t, err, gorm.ErrForeignKeyViolated)
+		require.ErrorIs(t, err, locking.ErrConstraintViolation)
+		require.NotErrorIs(t, err, locking.ErrCommitUnknown)
+		var n int64
+		require.NoError(t, tdb.Model(&parityChild{}).Where("id = ?", 2).Count(&n).Error)
+		require.Zero(t, n)
 	})
 }
 
