@@ -162,24 +162,37 @@ func Classify(err error) error {
 		}
 		return err
 	}
-	switch {
-	case errors.Is(err, gorm.ErrDuplicatedKey):
-		return &DatabaseError{Kind: ErrAlreadyExists, Code: "gorm.ErrDuplicatedKey", Err: err}
-	case errors.Is(err, gorm.ErrForeignKeyViolated):
-		return &DatabaseError{Kind: ErrConstraintViolation, Code: "gorm.ErrForeignKeyViolated", Err: err}
-	case errors.Is(err, gorm.ErrCheckConstraintViolated):
-		return &DatabaseError{Kind: ErrConstraintViolation, Code: "gorm.ErrCheckConstraintViolated", Err: err}
+	if t, ok := gormTranslation(err); ok {
+		return &DatabaseError{Kind: t.kind, Code: t.code, Err: err}
 	}
 	return err
 }
 
-// gormTranslated reports whether err is one of GORM's translations of a
-// database's error (gorm.Config{TranslateError: true}): GORM's dialectors
-// translate only the server's reports of a violated constraint, so the
-// statement was refused.
-func gormTranslated(err error) bool {
-	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, gorm.ErrForeignKeyViolated) ||
-		errors.Is(err, gorm.ErrCheckConstraintViolated)
+// gormTranslations are GORM's translations of a database's error
+// (gorm.Config{TranslateError: true}) and their kinds. GORM's dialectors
+// translate only the server's reports of a violated constraint, so a
+// statement that returned one was refused.
+var gormTranslations = []gormTranslated{
+	{gorm.ErrDuplicatedKey, ErrAlreadyExists, "gorm.ErrDuplicatedKey"},
+	{gorm.ErrForeignKeyViolated, ErrConstraintViolation, "gorm.ErrForeignKeyViolated"},
+	{gorm.ErrCheckConstraintViolated, ErrConstraintViolation, "gorm.ErrCheckConstraintViolated"},
+}
+
+// gormTranslated is one of GORM's translated errors, its kind and the
+// Code a DatabaseError gives it.
+type gormTranslated struct {
+	err, kind error
+	code      string
+}
+
+// gormTranslation returns the entry of gormTranslations err matches.
+func gormTranslation(err error) (gormTranslated, bool) {
+	for _, t := range gormTranslations {
+		if errors.Is(err, t.err) {
+			return t, true
+		}
+	}
+	return gormTranslated{}, false
 }
 
 // IsRetryable reports whether err is a condition after which re-running the
@@ -297,7 +310,10 @@ func reported(err error, commit bool) bool {
 		// (an interrupted one included) was rolled back.
 		return true
 	}
-	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || notcommitted.Is(err) || gormTranslated(err) {
+	if errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || notcommitted.Is(err) {
+		return true
+	}
+	if _, ok := gormTranslation(err); ok {
 		return true
 	}
 	var de *DatabaseError
