@@ -77,6 +77,20 @@ type sqliteGate struct {
 	hmu    sync.Mutex
 	held   *Writer
 	linger *time.Timer
+
+	// ckptPages is the wal_autocheckpoint the gate checkpoints its writer
+	// connection's log by, 0 when it leaves checkpoints to SQLite, -1
+	// until read (see "Checkpoints off the writer's turn"). Under hmu:
+	// ckptCommits counts the commits on the writer connection since the
+	// last checkpoint began, ckptEvery how many start the next one (0
+	// until the first), ckptRunning says one runs, ckptCatchUp that the
+	// writer with the next turn is to complete the last one.
+	ckptPages   atomic.Int64
+	ckptStarted atomic.Int64 // checkpoints started (Checkpoints)
+	ckptCommits int64
+	ckptEvery   int64
+	ckptRunning bool
+	ckptCatchUp bool
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -108,6 +122,7 @@ func gateOf(sqlDB *sql.DB) *sqliteGate {
 	}
 	g := &sqliteGate{turn: make(chan struct{}, 1)}
 	g.busyMS.Store(-1)
+	g.ckptPages.Store(-1)
 	if actual, loaded := sqliteGates.LoadOrStore(key, g); loaded {
 		return actual.(*sqliteGate)
 	}
@@ -390,6 +405,15 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 			c.w = hw
 		} else {
 			c.busy = hw.busy // the transaction's now: restored at release
+			if hw.ckpt >= 0 {
+				// The transaction is the application's: its COMMIT
+				// checkpoints as the connection was opened to.
+				if err := restoreAutocheckpoint(hw.conn, hw.ckpt); err != nil {
+					c.bad = true
+					c.Release(ctx)
+					return fmt.Errorf("restoring wal_autocheckpoint: %w", locking.Classify(err))
+				}
+			}
 		}
 	} else {
 		conn, err := sqlDB.Conn(ctx)
@@ -425,8 +449,15 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 			}
 		}
 		if hold {
-			// Kept by the gate from now on (putWriter), busy timeout 0.
-			c.w = &Writer{conn: conn, busy: c.busy, waits: st.WaitCount}
+			// Kept by the gate from now on (putWriter), busy timeout 0,
+			// checkpoints left to the gate.
+			ckpt, err := g.autocheckpointOff(ctx, conn)
+			if err != nil {
+				c.bad = true
+				c.Release(ctx)
+				return err
+			}
+			c.w = &Writer{conn: conn, busy: c.busy, ckpt: ckpt, waits: st.WaitCount}
 			c.busy = -1
 		}
 	}

@@ -109,6 +109,10 @@ type Writer struct {
 	// busy is the connection's busy_timeout (ms) to restore when it goes
 	// back to the pool; it is 0 while the gate keeps it.
 	busy int64
+	// ckpt is the connection's wal_autocheckpoint to restore when it goes
+	// back to the pool, -1 when the gate left it alone; it is 0 while the
+	// gate keeps it (see "Checkpoints off the writer's turn").
+	ckpt int64
 	// stmts are the statements prepared on it, by text and by whether
 	// they were run for Exec or for a query: a text prepared for a query
 	// is never run by Exec (see stmt).
@@ -262,6 +266,9 @@ func (w *Writer) close(bad bool) {
 	w.closeStmts()
 	if !bad {
 		_, err := w.conn.ExecContext(context.Background(), "PRAGMA busy_timeout = "+strconv.FormatInt(w.busy, 10))
+		if err == nil && w.ckpt >= 0 {
+			err = restoreAutocheckpoint(w.conn, w.ckpt)
+		}
 		bad = err != nil
 	}
 	if bad {
@@ -326,7 +333,14 @@ func (g *sqliteGate) takeWriter(own bool) *Writer {
 func (g *sqliteGate) putWriter(sqlDB *sql.DB, w *Writer, bad bool) {
 	bad = bad || w.broken
 	closed := !bad && dbClosed(sqlDB)
+	if w.ckpt >= 0 && !bad && !closed && g.catchUpDue() {
+		g.caughtUp(w.catchUp()) // with the turn still held: see checkpoint.go
+		bad = w.broken
+	}
 	g.hmu.Lock()
+	if w.ckpt >= 0 && !closed {
+		g.committed(sqlDB)
+	}
 	st := sqlDB.Stats()
 	waited := st.WaitCount != w.waits
 	w.waits = st.WaitCount

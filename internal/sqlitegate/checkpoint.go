@@ -1,0 +1,200 @@
+package sqlitegate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gormlock/gormlock/locking"
+)
+
+// Checkpoints off the writer's turn.
+//
+// In WAL mode SQLite copies the log back into the database file (a
+// checkpoint) in the connection whose COMMIT finds the log longer than
+// wal_autocheckpoint pages (1,000 by default), inside that COMMIT: with
+// synchronous=NORMAL it first writes the log out to disk (the pages every
+// commit since the last checkpoint appended: 4 MB by default), then the
+// database file. SQLite has let the write lock go by then, but the gormlock
+// writer whose COMMIT it is still holds the gate's turn (and the
+// cross-process lock) until its statement returns, so every writer of
+// every process waited for it: 2-3 ms on a VM's disk, every few dozen
+// milliseconds with 32 writers on one hot row, and 2 ms of p99.
+//
+// So the gate's writer connection (see "The writer connection") runs with
+// wal_autocheckpoint = 0 while the gate keeps it, and the gate checkpoints
+// instead, in two steps:
+//
+//   - about every wal_autocheckpoint pages of log (reckoned from the
+//     commits made on the writer connection and the log's length each
+//     checkpoint reports), a goroutine runs the PASSIVE checkpoint SQLite
+//     would have run, on another connection of the pool, while the
+//     writers go on: it writes the log out and copies it, all of it but
+//     the commits made meanwhile;
+//   - the writer that next has the turn, after its statement, runs a
+//     PASSIVE checkpoint on the writer connection: it writes out and
+//     copies only what was committed during the first, and completes,
+//     since no other gormlock writer can commit while it has the turn.
+//     The log restarts from its beginning at the next write only after a
+//     checkpoint that completed (SQLite's rule): without this second step,
+//     writers that never pause would grow the log without bound.
+//
+// When the connection goes back to the pool its wal_autocheckpoint is
+// restored. Nothing changes for a database not in WAL mode, or whose
+// connections were opened with wal_autocheckpoint <= 0 (the application
+// checkpoints itself), or for connections the gate does not keep: they
+// checkpoint in their COMMIT, as they would without gormlock.
+
+// ckptTimeout bounds a checkpoint's wait for a connection of the pool
+// and the checkpoint itself; a checkpoint that could not run is tried
+// again after the next commits.
+const ckptTimeout = 10 * time.Second
+
+// walPages returns the wal_autocheckpoint the gate checkpoints by, read
+// from conn the first time (the connections of one pool are opened alike):
+// 0 when the gate leaves checkpoints to SQLite (not WAL mode, or
+// wal_autocheckpoint <= 0).
+func (g *sqliteGate) walPages(ctx context.Context, conn *sql.Conn) (int64, error) {
+	if n := g.ckptPages.Load(); n >= 0 {
+		return n, nil
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return 0, fmt.Errorf("reading journal_mode: %w", locking.Classify(err))
+	}
+	var n int64
+	if strings.EqualFold(mode, "wal") {
+		if err := conn.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&n); err != nil {
+			return 0, fmt.Errorf("reading wal_autocheckpoint: %w", locking.Classify(err))
+		}
+	}
+	n = max(n, 0)
+	g.ckptPages.Store(n)
+	return n, nil
+}
+
+// committed counts a write on the gate's writer connection, whose
+// wal_autocheckpoint is 0, and starts a checkpoint when about
+// wal_autocheckpoint pages of log have been written since the last one
+// and none runs. It is called with hmu held.
+func (g *sqliteGate) committed(sqlDB *sql.DB) {
+	pages := g.ckptPages.Load()
+	if pages <= 0 {
+		return
+	}
+	g.ckptCommits++
+	if g.ckptEvery == 0 {
+		// A commit writes a page of the table and one of each index
+		// it changes, at least: start from a guess, corrected by the
+		// log's length at each checkpoint.
+		g.ckptEvery = max(1, pages/4)
+	}
+	if g.ckptCommits < g.ckptEvery || g.ckptRunning {
+		return
+	}
+	g.ckptRunning = true
+	g.ckptCommits = 0
+	g.ckptStarted.Add(1)
+	go g.checkpoint(sqlDB)
+}
+
+// checkpoint runs a PASSIVE checkpoint on a connection of sqlDB's pool (it
+// never waits for a lock: it copies what no reader still needs), asks the
+// writer with the next turn to complete it (catchUpDue), and adjusts how
+// many commits the next one waits for, so that the log is about
+// wal_autocheckpoint pages long when it runs.
+func (g *sqliteGate) checkpoint(sqlDB *sql.DB) {
+	logPages := int64(-1)
+	defer func() {
+		g.hmu.Lock()
+		defer g.hmu.Unlock()
+		g.ckptRunning = false
+		// Nothing to complete when it did not run: another connection
+		// was checkpointing (another process's gate, which completes
+		// its own), or it failed.
+		g.ckptCatchUp = g.ckptCatchUp || logPages >= 0
+		pages := g.ckptPages.Load()
+		switch {
+		case logPages < 0:
+		case logPages > pages+pages/2:
+			g.ckptEvery = max(1, g.ckptEvery*pages/logPages)
+		case logPages < pages/2:
+			g.ckptEvery = min(pages, 2*g.ckptEvery)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), ckptTimeout)
+	defer cancel()
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return // the database was closed, or the pool stayed full
+	}
+	defer conn.Close()
+	var busy, done int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &done); err != nil || busy != 0 {
+		logPages = -1
+	}
+}
+
+// catchUpDue reports that the writer with the turn is to complete the
+// last checkpoint the gate ran (see "Checkpoints off the writer's turn"),
+// and clears the mark: caughtUp sets it again when it did not complete.
+func (g *sqliteGate) catchUpDue() bool {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	due := g.ckptCatchUp
+	g.ckptCatchUp = false
+	return due
+}
+
+// caughtUp records the outcome of a catch-up: one that did not complete is
+// tried again by the next writer, unless a checkpoint runs (it asks again
+// when it ends).
+func (g *sqliteGate) caughtUp(ok bool) {
+	if ok {
+		return
+	}
+	g.hmu.Lock()
+	g.ckptCatchUp = !g.ckptRunning
+	g.hmu.Unlock()
+}
+
+// catchUp completes the gate's last checkpoint on the writer connection,
+// while its writer has the turn, and reports whether it did. It does not
+// when another connection runs a checkpoint (another process's gate), or a
+// reader still reads frames it would copy: the next writer tries again,
+// which costs little (nothing to write out), until one completes. A
+// connection found closed is not kept.
+func (w *Writer) catchUp() bool {
+	var busy, logPages, done int64
+	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &done)
+	w.check(err)
+	return err == nil && busy == 0 && done >= logPages
+}
+
+// Checkpoints returns how many checkpoints the gate of the database behind
+// sqlDB started for its writer connection in this process. Tests use it to
+// see that gormlock's writes to a WAL database are checkpointed.
+func Checkpoints(sqlDB *sql.DB) int64 { return gateOf(sqlDB).ckptStarted.Load() }
+
+// autocheckpointOff sets the wal_autocheckpoint of conn, a connection the
+// gate keeps as its writer, to 0, and returns the value to restore when
+// it goes back to the pool; -1 when it was left alone (see walPages).
+func (g *sqliteGate) autocheckpointOff(ctx context.Context, conn *sql.Conn) (int64, error) {
+	pages, err := g.walPages(ctx, conn)
+	if err != nil || pages == 0 {
+		return -1, err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
+		return -1, fmt.Errorf("setting wal_autocheckpoint: %w", locking.Classify(err))
+	}
+	return pages, nil
+}
+
+// restoreAutocheckpoint gives conn its wal_autocheckpoint of pages back.
+func restoreAutocheckpoint(conn *sql.Conn, pages int64) error {
+	_, err := conn.ExecContext(context.Background(), "PRAGMA wal_autocheckpoint = "+strconv.FormatInt(pages, 10))
+	return err
+}
