@@ -48,10 +48,14 @@ import (
 // checkpoints itself), or for connections the gate does not keep: they
 // checkpoint in their COMMIT, as they would without gormlock.
 
-// ckptTimeout bounds a checkpoint's wait for a connection of the pool
-// and the checkpoint itself; a checkpoint that could not run is tried
-// again after the next commits.
-const ckptTimeout = 10 * time.Second
+// ckptConnWait bounds a checkpoint's wait for a connection of the pool,
+// and ckptTimeout the checkpoint. A checkpoint that gets no connection
+// within ckptConnWait (a pool the application keeps busy) is left whole
+// to the writer with the next turn: the log never goes unchecked.
+const (
+	ckptConnWait = 50 * time.Millisecond
+	ckptTimeout  = 10 * time.Second
+)
 
 // walPages returns the wal_autocheckpoint the gate checkpoints by, read
 // from conn the first time (the connections of one pool are opened alike):
@@ -108,14 +112,16 @@ func (g *sqliteGate) committed(sqlDB *sql.DB) {
 // wal_autocheckpoint pages long when it runs.
 func (g *sqliteGate) checkpoint(sqlDB *sql.DB) {
 	logPages := int64(-1)
+	elsewhere := false // another connection was checkpointing
 	defer func() {
 		g.hmu.Lock()
 		defer g.hmu.Unlock()
 		g.ckptRunning = false
-		// Nothing to complete when it did not run: another connection
-		// was checkpointing (another process's gate, which completes
-		// its own), or it failed.
-		g.ckptCatchUp = g.ckptCatchUp || logPages >= 0
+		// The writer with the next turn completes it, or does it all
+		// when it could not run here (no connection to be had, or an
+		// error). Not when another connection was checkpointing: that is
+		// another process's gate, which completes its own.
+		g.ckptCatchUp = g.ckptCatchUp || !elsewhere
 		pages := g.ckptPages.Load()
 		switch {
 		case logPages < 0:
@@ -125,15 +131,19 @@ func (g *sqliteGate) checkpoint(sqlDB *sql.DB) {
 			g.ckptEvery = min(pages, 2*g.ckptEvery)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), ckptTimeout)
-	defer cancel()
-	conn, err := sqlDB.Conn(ctx)
+	cctx, ccancel := context.WithTimeout(context.Background(), ckptConnWait)
+	conn, err := sqlDB.Conn(cctx)
+	ccancel()
 	if err != nil {
-		return // the database was closed, or the pool stayed full
+		return // the pool is busy, or the database was closed
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), ckptTimeout)
+	defer cancel()
 	var busy, done int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &done); err != nil || busy != 0 {
+	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &done)
+	elsewhere = err == nil && busy != 0
+	if err != nil || busy != 0 {
 		logPages = -1
 	}
 }
