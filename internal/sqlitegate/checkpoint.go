@@ -28,25 +28,34 @@ import (
 // wal_autocheckpoint = 0 while the gate keeps it, and the gate checkpoints
 // instead, in two steps:
 //
-//   - about every wal_autocheckpoint pages of log (reckoned from the
-//     commits made on the writer connection and the log's length each
-//     checkpoint reports), a goroutine runs the PASSIVE checkpoint SQLite
-//     would have run, on another connection of the pool, while the
-//     writers go on: it writes the log out and copies it, all of it but
-//     the commits made meanwhile;
+//   - when about three quarters of wal_autocheckpoint pages of log have
+//     been written (reckoned from the commits made on the writer
+//     connection and the log's length each checkpoint reports), a
+//     goroutine runs the PASSIVE checkpoint SQLite would have run, on
+//     another connection of the pool, while the writers go on: it writes
+//     the log out and copies it, all of it but the commits made meanwhile;
 //   - the writer that next has the turn, after its statement, runs a
 //     PASSIVE checkpoint on the writer connection: it writes out and
-//     copies only what was committed during the first, and completes,
-//     since no other gormlock writer can commit while it has the turn.
-//     The log restarts from its beginning at the next write only after a
+//     copies what was committed during the first, and completes, since no
+//     other gormlock writer can commit while it has the turn. The log
+//     restarts from its beginning at the next write only after a
 //     checkpoint that completed (SQLite's rule): without this second step,
 //     writers that never pause would grow the log without bound.
 //
-// When the connection goes back to the pool its wal_autocheckpoint is
-// restored. Nothing changes for a database not in WAL mode, or whose
-// connections were opened with wal_autocheckpoint <= 0 (the application
-// checkpoints itself), or for connections the gate does not keep: they
-// checkpoint in their COMMIT, as they would without gormlock.
+// When the first step gets no connection within ckptConnWait (a pool the
+// application keeps busy) or fails, the second does it all, with the turn
+// held, as SQLite's own checkpoint did. When another connection was
+// checkpointing (another process's gate), that one completes its own.
+//
+// When the connection goes back to the pool, or a transaction of the
+// application takes it over, its wal_autocheckpoint is restored: the
+// value the gate read from the first connection it kept (the connections
+// of one pool are opened alike; a value one connection was given with a
+// PRAGMA of its own is not kept). Nothing changes for a database not in
+// WAL mode, or whose connections were opened with wal_autocheckpoint <= 0
+// (the application checkpoints itself), or for connections the gate does
+// not keep: they checkpoint in their COMMIT, as they would without
+// gormlock.
 
 // ckptConnWait bounds a checkpoint's wait for a connection of the pool,
 // and ckptTimeout the checkpoint. A checkpoint that gets no connection
@@ -58,26 +67,28 @@ const (
 )
 
 // walPages returns the wal_autocheckpoint the gate checkpoints by, read
-// from conn the first time (the connections of one pool are opened alike):
-// 0 when the gate leaves checkpoints to SQLite (not WAL mode, or
-// wal_autocheckpoint <= 0).
-func (g *sqliteGate) walPages(ctx context.Context, conn *sql.Conn) (int64, error) {
+// from conn the first time (the connections of one pool are opened alike,
+// and a connection the gate gives back gets this value back): 0 when the
+// gate leaves checkpoints to SQLite — not WAL mode, wal_autocheckpoint <=
+// 0, or, this time only, when conn could not tell (it is asked again with
+// the next connection the gate keeps).
+func (g *sqliteGate) walPages(ctx context.Context, conn *sql.Conn) int64 {
 	if n := g.ckptPages.Load(); n >= 0 {
-		return n, nil
+		return n
 	}
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return 0, fmt.Errorf("reading journal_mode: %w", locking.Classify(err))
+		return 0
 	}
 	var n int64
 	if strings.EqualFold(mode, "wal") {
 		if err := conn.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&n); err != nil {
-			return 0, fmt.Errorf("reading wal_autocheckpoint: %w", locking.Classify(err))
+			return 0
 		}
 	}
 	n = max(n, 0)
 	g.ckptPages.Store(n)
-	return n, nil
+	return n
 }
 
 // committed counts a write on the gate's writer connection, whose
@@ -121,13 +132,18 @@ func (g *sqliteGate) checkpoint(sqlDB *sql.DB) {
 		// when it could not run here (no connection to be had, or an
 		// error). Not when another connection was checkpointing: that is
 		// another process's gate, which completes its own.
-		g.ckptCatchUp = g.ckptCatchUp || !elsewhere
+		if !elsewhere {
+			g.ckptCatchUp, g.ckptTries = true, 0
+		}
 		pages := g.ckptPages.Load()
 		switch {
 		case logPages < 0:
-		case logPages > pages+pages/2:
-			g.ckptEvery = max(1, g.ckptEvery*pages/logPages)
-		case logPages < pages/2:
+		case logPages > pages:
+			// Aim at three quarters: the log grows on while the
+			// checkpoint runs and until the writer with the next turn
+			// completes it.
+			g.ckptEvery = max(1, g.ckptEvery*(pages*3/4)/logPages)
+		case logPages < pages/3:
 			g.ckptEvery = min(pages, 2*g.ckptEvery)
 		}
 	}()
@@ -160,16 +176,26 @@ func (g *sqliteGate) catchUpDue() bool {
 }
 
 // caughtUp records the outcome of a catch-up: one that did not complete is
-// tried again by the next writer, unless a checkpoint runs (it asks again
-// when it ends).
+// tried again by the next writer (which costs little when another
+// checkpoint runs), maxCatchUpTries times at most.
 func (g *sqliteGate) caughtUp(ok bool) {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
 	if ok {
+		// The log starts over with the next write: the commits made
+		// while the checkpoint ran are in the log just copied.
+		g.ckptCommits = 0
 		return
 	}
-	g.hmu.Lock()
-	g.ckptCatchUp = !g.ckptRunning
-	g.hmu.Unlock()
+	g.ckptTries++
+	g.ckptCatchUp = g.ckptTries < maxCatchUpTries
 }
+
+// maxCatchUpTries bounds the writers that try to complete one checkpoint:
+// readers that keep older pages in use one after another would otherwise
+// have every write copy a few pages and sync the files with the turn
+// held. The next checkpoint tries again.
+const maxCatchUpTries = 8
 
 // catchUp completes the gate's last checkpoint on the writer connection,
 // while its writer has the turn, and reports whether it did. It does not
@@ -193,9 +219,9 @@ func Checkpoints(sqlDB *sql.DB) int64 { return gateOf(sqlDB).ckptStarted.Load() 
 // gate keeps as its writer, to 0, and returns the value to restore when
 // it goes back to the pool; -1 when it was left alone (see walPages).
 func (g *sqliteGate) autocheckpointOff(ctx context.Context, conn *sql.Conn) (int64, error) {
-	pages, err := g.walPages(ctx, conn)
-	if err != nil || pages == 0 {
-		return -1, err
+	pages := g.walPages(ctx, conn)
+	if pages == 0 {
+		return -1, nil
 	}
 	if _, err := conn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
 		return -1, fmt.Errorf("setting wal_autocheckpoint: %w", locking.Classify(err))

@@ -91,6 +91,7 @@ type sqliteGate struct {
 	ckptEvery   int64
 	ckptRunning bool
 	ckptCatchUp bool
+	ckptTries   int // catch-ups of the last checkpoint that did not complete
 }
 
 // crossBatch bounds how long the writers of one process pass the
@@ -398,6 +399,15 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 		g.putWriter(sqlDB, hw, false)
 		hw = nil
 	}
+	if hw != nil && !write && hw.ckpt >= 0 {
+		// The transaction is the application's: its COMMIT checkpoints
+		// as the connection was opened to. A connection that cannot be
+		// given that back is dropped, and the transaction takes another.
+		if err := restoreAutocheckpoint(hw.conn, hw.ckpt); err != nil {
+			hw.close(true)
+			hw = nil
+		}
+	}
 	if hw != nil {
 		// The gate's writer connection: its busy timeout is 0 already.
 		c.conn = hw.conn
@@ -405,15 +415,6 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 			c.w = hw
 		} else {
 			c.busy = hw.busy // the transaction's now: restored at release
-			if hw.ckpt >= 0 {
-				// The transaction is the application's: its COMMIT
-				// checkpoints as the connection was opened to.
-				if err := restoreAutocheckpoint(hw.conn, hw.ckpt); err != nil {
-					c.bad = true
-					c.Release(ctx)
-					return fmt.Errorf("restoring wal_autocheckpoint: %w", locking.Classify(err))
-				}
-			}
 		}
 	} else {
 		conn, err := sqlDB.Conn(ctx)
@@ -431,6 +432,13 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 		}
 		hold := write && poolLets(st, false)
 		c.inSQLite = !hold && ctx.Done() == nil && !w.NoWait && w.Limit == 0
+		if hold {
+			// Read while the connection still waits for locks in SQLite:
+			// on a connection that has not read the schema yet, asking
+			// for the journal mode waits for a writer in rollback-journal
+			// mode.
+			g.walPages(ctx, conn)
+		}
 		if !c.inSQLite {
 			// Set before the wait for the cross-process lock, so that the
 			// other processes do not wait for this statement too (unless the

@@ -10,6 +10,7 @@ import (
 
 	glebarez "github.com/glebarez/sqlite"
 	"github.com/stretchr/testify/require"
+	gormsqlite "gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -167,8 +168,8 @@ func TestSQLiteTransactionOnTheWriterConnectionCheckpointsItself(t *testing.T) {
 // An application that set wal_autocheckpoint itself is followed: 0 (it
 // checkpoints itself) leaves the log to it — the gate starts no
 // checkpoint, and the log grows past walBound as it would without
-// gormlock; 200 keeps the log shorter than SQLite's default does, and the
-// connections go back to the pool with 200.
+// gormlock; 200 keeps the log shorter than checkpoints by SQLite's default
+// of 1,000 pages would, and the connections go back to the pool with 200.
 func TestSQLiteWriterFollowsTheApplicationsAutocheckpoint(t *testing.T) {
 	for _, pages := range []int64{0, 200} {
 		t.Run("wal_autocheckpoint="+map[int64]string{0: "0", 200: "200"}[pages], func(t *testing.T) {
@@ -194,7 +195,65 @@ func TestSQLiteWriterFollowsTheApplicationsAutocheckpoint(t *testing.T) {
 			}
 			t.Logf("log after %d updates: %d bytes", ckptWrites, walSize(t, path))
 			require.Positive(t, sqlitegate.Checkpoints(sqlDB))
-			require.Less(t, walSize(t, path), int64(walBound/2))
+			// Checkpoints by SQLite's default of 1,000 pages leave 3-4
+			// MB here; by 200, 1-2 MB (SQLite's own: 0.8 MB).
+			require.Less(t, walSize(t, path), int64(walBound/4))
 		})
+	}
+}
+
+// A database in rollback-journal mode is left alone: the gate's first
+// write, made while another connection holds the database's lock, waits
+// for the lock and applies (the gate asks for the journal mode while the
+// connection's busy timeout is still its own), the gate starts no
+// checkpoint, and the connections keep their wal_autocheckpoint.
+func TestSQLiteRollbackJournalWriteWaitsForTheLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	dsn := "file:" + path + "?_busy_timeout=10000&_txlock=immediate" // rollback journal: SQLite's default
+	open := func() *gorm.DB {
+		db, err := gorm.Open(gormsqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = fixtures.Close(db) })
+		return db
+	}
+	setup := open()
+	require.NoError(t, fixtures.Migrate(ctx, setup))
+	a := &fixtures.Account{Owner: "journal", Balance: 1}
+	a.Version = 1
+	require.NoError(t, setup.Create(a).Error)
+
+	// Another connection holds the lock for a while.
+	holder, err := open().DB()
+	require.NoError(t, err)
+	hc, err := holder.Conn(ctx)
+	require.NoError(t, err)
+	defer hc.Close()
+	_, err = hc.ExecContext(ctx, "BEGIN EXCLUSIVE")
+	require.NoError(t, err)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(300 * time.Millisecond)
+		_, _ = hc.ExecContext(ctx, "COMMIT")
+	}()
+
+	db := open() // a pool with no connection yet: the first one reads the schema
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	accounts, err := repository.New[fixtures.Account](db)
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a.Balance = 2
+	require.NoError(t, accounts.Update(wctx, a))
+	<-released
+	balance, version, found := rawAccount(t, db, a.ID)
+	require.True(t, found)
+	require.EqualValues(t, 2, balance)
+	require.Equal(t, a.Version, version)
+	require.Zero(t, sqlitegate.Checkpoints(sqlDB))
+	for _, pages := range poolAutocheckpoints(t, sqlDB) {
+		require.EqualValues(t, 1000, pages)
 	}
 }
