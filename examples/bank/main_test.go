@@ -54,18 +54,27 @@ func TestTransfersKeepTheTotal(t *testing.T) {
 }
 
 // Negative control: the same transfers without a version or a lock create
-// or destroy money.
+// or destroy money. Whether they do in one run depends on how the
+// scheduler interleaves the workers: on SQLite, whose writes take turns, a
+// run under the race detector on a loaded machine once kept the total (CI,
+// 2026-11-28). So the run is repeated, up to unguardedRuns times, until
+// one changes it; the guarded modes above keep it in every run.
 func TestUnguardedTransfersChangeTheTotal(t *testing.T) {
+	const unguardedRuns = 5
 	for _, d := range testdb.Dialects {
 		t.Run(d, func(t *testing.T) {
 			var out bytes.Buffer
 			cfg := config{Modes: []string{Unguarded}, Workers: 8, Transfers: 500, Accounts: 10}
-			results, err := run(context.Background(), &out, dsns(t)[d](t), cfg)
-			require.NoError(t, err)
-			require.Len(t, results, 1)
-			assert.NotEqual(t, results[0].TotalBefore, results[0].TotalAfter, "unguarded transfers must lose updates")
-			assert.Contains(t, out.String(), "TOTAL CHANGED")
+			changed := false
+			for attempt := 0; attempt < unguardedRuns && !changed; attempt++ {
+				results, err := run(context.Background(), &out, dsns(t)[d](t), cfg)
+				require.NoError(t, err)
+				require.Len(t, results, 1)
+				changed = results[0].TotalBefore != results[0].TotalAfter
+			}
 			t.Log("\n" + out.String())
+			assert.True(t, changed, "unguarded transfers kept the total in %d runs: they must lose updates", unguardedRuns)
+			assert.Contains(t, out.String(), "TOTAL CHANGED")
 		})
 	}
 }
