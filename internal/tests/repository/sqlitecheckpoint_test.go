@@ -16,8 +16,8 @@ import (
 
 	"github.com/gormlock/gormlock/internal/sqlitegate"
 	"github.com/gormlock/gormlock/internal/tests/fixtures"
+	"github.com/gormlock/gormlock/internal/tests/testdb"
 	"github.com/gormlock/gormlock/opendb/puresqlite"
-	sqliteopen "github.com/gormlock/gormlock/opendb/sqlite"
 	"github.com/gormlock/gormlock/repository"
 )
 
@@ -103,10 +103,7 @@ func poolAutocheckpoints(t *testing.T, sqlDB *sql.DB) []int64 {
 // bound tells checkpoints from none.
 func TestSQLiteWriterCheckpointsTheLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoint.db")
-	db, err := sqliteopen.Open(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = fixtures.Close(db) })
-	require.NoError(t, fixtures.Migrate(context.Background(), db))
+	db := testdb.OpenSQLiteFile(t, path)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
 
@@ -120,10 +117,7 @@ func TestSQLiteWriterCheckpointsTheLog(t *testing.T) {
 
 	t.Run("negative control: no checkpoint", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nocheckpoint.db")
-		plain, err := sqliteopen.Open(path)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = fixtures.Close(plain) })
-		require.NoError(t, fixtures.Migrate(context.Background(), plain))
+		plain := testdb.OpenSQLiteFile(t, path)
 		sqlPlain, err := plain.DB()
 		require.NoError(t, err)
 		sqlPlain.SetMaxOpenConns(1) // the setting below is the one connection's
@@ -145,11 +139,7 @@ func TestSQLiteWriterCheckpointsTheLog(t *testing.T) {
 // the application's statements) finds it as it was opened: its COMMIT
 // checkpoints as SQLite would.
 func TestSQLiteTransactionOnTheWriterConnectionCheckpointsItself(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "txcheckpoint.db")
-	db, err := sqliteopen.Open(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = fixtures.Close(db) })
-	require.NoError(t, fixtures.Migrate(context.Background(), db))
+	db := testdb.OpenSQLiteFile(t, filepath.Join(t.TempDir(), "txcheckpoint.db"))
 	restore := sqlitegate.SetWriterLinger(time.Minute)
 	defer restore()
 	ctx := context.Background()
