@@ -3,10 +3,13 @@ package repository_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, with pgx's defaults
 	_ "github.com/mattn/go-sqlite3"    // the "sqlite3" database/sql driver
@@ -55,61 +58,10 @@ func BenchmarkHotPath(b *testing.B) {
 	round, _ := strconv.Atoi(os.Getenv(hotPathRoundEnv))
 	for _, dialect := range []string{"postgres", "sqlite"} {
 		b.Run("db="+dialect, func(b *testing.B) {
-			var glDB, gormDB *gorm.DB
-			var sqlDB *sql.DB
-			var err error
-			switch dialect {
-			case "postgres":
-				dsn := testdb.PostgresSchema(b)
-				glDB, err = pgopen.Open(dsn)
-				if err == nil {
-					gormDB, err = gorm.Open(postgres.Open(dsn), &gorm.Config{})
-				}
-				if err == nil {
-					sqlDB, err = sql.Open("pgx", dsn)
-				}
-			case "sqlite":
-				path := filepath.Join(b.TempDir(), "hotpath.db")
-				var dsn string
-				dsn, err = sqliteopen.DSN(path)
-				if err == nil {
-					glDB, err = sqliteopen.Open(path)
-				}
-				if err == nil {
-					gormDB, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{})
-				}
-				if err == nil {
-					sqlDB, err = sql.Open("sqlite3", dsn)
-				}
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				_ = sqlDB.Close()
-				_ = fixtures.Close(gormDB)
-				_ = fixtures.Close(glDB)
-			})
-			ctx := context.Background()
-			if err := fixtures.Migrate(ctx, glDB); err != nil {
-				b.Fatal(err)
-			}
-			accounts, err := repository.New[fixtures.Account](glDB)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mine := &fixtures.Account{Owner: "gormlock", Balance: 1}
-			theirs := &fixtures.Account{Owner: "baseline", Balance: 1}
-			for _, a := range []*fixtures.Account{mine, theirs} {
-				if err := accounts.Create(ctx, a); err != nil {
-					b.Fatal(err)
-				}
-			}
-			inc := func(a *fixtures.Account) error { a.Balance++; return nil }
-			pair := func(op, baselineName string, baseline, gl func(b *testing.B)) {
+			for _, p := range hotPathPairs(b, dialect) {
 				sides := []func(){
-					func() { b.Run("op="+op+"/impl=gormlock", gl) },
-					func() { b.Run("op="+op+"/impl="+baselineName, baseline) },
+					func() { b.Run("op="+p.op+"/impl=gormlock", p.gormlock.bench) },
+					func() { b.Run("op="+p.op+"/impl="+p.baselineName, p.baseline.bench) },
 				}
 				if round%2 == 1 {
 					sides[0], sides[1] = sides[1], sides[0]
@@ -118,83 +70,178 @@ func BenchmarkHotPath(b *testing.B) {
 					run()
 				}
 			}
-			pair("Get", "gorm-first", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					var x fixtures.Account
-					if err := gormDB.WithContext(ctx).First(&x, theirs.ID).Error; err != nil {
-						b.Fatal(err)
-					}
-				}
-			}, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := accounts.Get(ctx, mine.ID); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			pair("Update", "database-sql", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					theirs.Balance++
-					if ok, err := rawUpdate(ctx, sqlDB, dialect, theirs); !ok || err != nil {
-						b.Fatal(ok, err)
-					}
-				}
-			}, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					mine.Balance++
-					if err := accounts.Update(ctx, mine); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			// The same pair with a context that can end, as an HTTP
-			// handler's: database/sql then watches it on every call, and
-			// gormlock waits for SQLite's write lock in Go.
-			cctx, cancel := context.WithCancel(ctx)
-			b.Cleanup(cancel)
-			pair("Update/ctx=cancellable", "database-sql", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					theirs.Balance++
-					if ok, err := rawUpdate(cctx, sqlDB, dialect, theirs); !ok || err != nil {
-						b.Fatal(ok, err)
-					}
-				}
-			}, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					mine.Balance++
-					if err := accounts.Update(cctx, mine); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			pair("Mutate", "gorm-by-hand", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					var x fixtures.Account
-					if err := gormDB.WithContext(ctx).First(&x, theirs.ID).Error; err != nil {
-						b.Fatal(err)
-					}
-					x.Balance++
-					res := gormDB.WithContext(ctx).Model(&fixtures.Account{}).Where("id = ? AND version = ?", x.ID, x.Version).
-						Updates(map[string]any{"balance": x.Balance, "version": x.Version + 1})
-					if res.Error != nil || res.RowsAffected != 1 {
-						b.Fatal(res.Error, res.RowsAffected)
-					}
-				}
-			}, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := accounts.Mutate(ctx, mine.ID, inc); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		})
+	}
+}
+
+// BenchmarkHotPathInterleaved measures BenchmarkHotPath's pairs call by
+// call: every iteration makes one gormlock call and one baseline call, in
+// turns first (gormlock first in even iterations), timing each, and
+// reports gormlock's time over the baseline's as "ratio", with each side's
+// ns per call. Both sides of a ratio therefore run under the same load and
+// the same state of the database's disk, which drift over a second on a
+// shared machine (PostgreSQL's commit flush is most of an Update); its
+// ns/op is the two calls together. Allocations per side are
+// BenchmarkHotPath's.
+//
+//	go test -c -o /tmp/hotpath.test ./internal/tests/repository
+//	/tmp/hotpath.test -test.run '^$' -test.bench '^BenchmarkHotPathInterleaved$' -test.count 6
+func BenchmarkHotPathInterleaved(b *testing.B) {
+	for _, dialect := range []string{"postgres", "sqlite"} {
+		b.Run("db="+dialect, func(b *testing.B) {
+			for _, p := range hotPathPairs(b, dialect) {
+				b.Run("op="+p.op+"/vs="+p.baselineName, func(b *testing.B) {
+					var gl, base time.Duration
+					i := 0
+					for b.Loop() {
+						sides := [2]hotPathCall{p.gormlock, p.baseline}
+						took := [2]*time.Duration{&gl, &base}
+						if i%2 == 1 {
+							sides[0], sides[1] = sides[1], sides[0]
+							took[0], took[1] = took[1], took[0]
+						}
+						i++
+						for k, call := range sides {
+							start := time.Now()
+							if err := call(); err != nil {
+								b.Fatal(err)
+							}
+							*took[k] += time.Since(start)
+						}
+					}
+					if base > 0 {
+						b.ReportMetric(float64(gl)/float64(base), "ratio")
+					}
+					b.ReportMetric(float64(gl.Nanoseconds())/float64(i), "gormlock-ns/call")
+					b.ReportMetric(float64(base.Nanoseconds())/float64(i), "baseline-ns/call")
+				})
+			}
+		})
+	}
+}
+
+// hotPathCall is one call of a hot-path pair's side.
+type hotPathCall func() error
+
+// bench runs c as a benchmark of its own, reporting its allocations.
+func (c hotPathCall) bench(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// hotPathPair is one of issue 29's hot-path comparisons: gormlock's call
+// and the baseline a user would write without it, each on a row of its
+// own.
+type hotPathPair struct {
+	op, baselineName   string
+	gormlock, baseline hotPathCall
+}
+
+// hotPathPairs opens gormlock, plain GORM and database/sql on dialect's
+// database, defaults everywhere (see BenchmarkHotPath), creates a row for
+// each side and returns the pairs: Get, Update, Update with a context
+// that can end, and Mutate.
+func hotPathPairs(b *testing.B, dialect string) []hotPathPair {
+	var glDB, gormDB *gorm.DB
+	var sqlDB *sql.DB
+	var err error
+	switch dialect {
+	case "postgres":
+		dsn := testdb.PostgresSchema(b)
+		glDB, err = pgopen.Open(dsn)
+		if err == nil {
+			gormDB, err = gorm.Open(postgres.Open(dsn), &gorm.Config{})
+		}
+		if err == nil {
+			sqlDB, err = sql.Open("pgx", dsn)
+		}
+	case "sqlite":
+		path := filepath.Join(b.TempDir(), "hotpath.db")
+		var dsn string
+		dsn, err = sqliteopen.DSN(path)
+		if err == nil {
+			glDB, err = sqliteopen.Open(path)
+		}
+		if err == nil {
+			gormDB, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{})
+		}
+		if err == nil {
+			sqlDB, err = sql.Open("sqlite3", dsn)
+		}
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = sqlDB.Close()
+		_ = fixtures.Close(gormDB)
+		_ = fixtures.Close(glDB)
+	})
+	ctx := context.Background()
+	if err := fixtures.Migrate(ctx, glDB); err != nil {
+		b.Fatal(err)
+	}
+	accounts, err := repository.New[fixtures.Account](glDB)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mine := &fixtures.Account{Owner: "gormlock", Balance: 1}
+	theirs := &fixtures.Account{Owner: "baseline", Balance: 1}
+	for _, a := range []*fixtures.Account{mine, theirs} {
+		if err := accounts.Create(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inc := func(a *fixtures.Account) error { a.Balance++; return nil }
+	rawUpdated := func(ctx context.Context) hotPathCall {
+		return func() error {
+			theirs.Balance++
+			ok, err := rawUpdate(ctx, sqlDB, dialect, theirs)
+			if err == nil && !ok {
+				err = errors.New("the baseline's guarded UPDATE matched no row")
+			}
+			return err
+		}
+	}
+	updated := func(ctx context.Context) hotPathCall {
+		return func() error {
+			mine.Balance++
+			return accounts.Update(ctx, mine)
+		}
+	}
+	// The same pair with a context that can end, as an HTTP handler's:
+	// database/sql then watches it on every call, and gormlock waits for
+	// SQLite's write lock in Go.
+	cctx, cancel := context.WithCancel(ctx)
+	b.Cleanup(cancel)
+	return []hotPathPair{
+		{
+			op: "Get", baselineName: "gorm-first",
+			gormlock: func() error { _, err := accounts.Get(ctx, mine.ID); return err },
+			baseline: func() error { var x fixtures.Account; return gormDB.WithContext(ctx).First(&x, theirs.ID).Error },
+		},
+		{op: "Update", baselineName: "database-sql", gormlock: updated(ctx), baseline: rawUpdated(ctx)},
+		{op: "Update/ctx=cancellable", baselineName: "database-sql", gormlock: updated(cctx), baseline: rawUpdated(cctx)},
+		{
+			op: "Mutate", baselineName: "gorm-by-hand",
+			gormlock: func() error { _, err := accounts.Mutate(ctx, mine.ID, inc); return err },
+			baseline: func() error {
+				var x fixtures.Account
+				if err := gormDB.WithContext(ctx).First(&x, theirs.ID).Error; err != nil {
+					return err
+				}
+				x.Balance++
+				res := gormDB.WithContext(ctx).Model(&fixtures.Account{}).Where("id = ? AND version = ?", x.ID, x.Version).
+					Updates(map[string]any{"balance": x.Balance, "version": x.Version + 1})
+				if res.Error == nil && res.RowsAffected != 1 {
+					return fmt.Errorf("the baseline's guarded Updates matched %d rows, want 1", res.RowsAffected)
+				}
+				return res.Error
+			},
+		},
 	}
 }
