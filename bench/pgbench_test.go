@@ -17,16 +17,22 @@ import (
 // and finds every transaction's write applied once.
 func TestPgbenchScriptsApplyEveryWrite(t *testing.T) {
 	dsn := testdb.PostgresDSN(t)
+	if _, err := exec.LookPath("psql"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("psql is not installed (postgresql-client)")
+		}
+		t.Skip("psql is not installed (postgresql-client)")
+	}
 	if _, err := exec.LookPath("pgbench"); err != nil {
 		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
 		if len(found) == 0 {
 			if os.Getenv("CI") == "true" {
-				t.Fatal("pgbench is not installed (it comes with PostgreSQL's server packages)")
+				t.Fatal("pgbench is not installed (Debian's postgresql-client or server packages)")
 			}
-			t.Skip("pgbench is not installed (it comes with PostgreSQL's server packages)")
+			t.Skip("pgbench is not installed (Debian's postgresql-client or server packages)")
 		}
 	}
-	cmd := exec.Command("bash", filepath.Join("pgbench", "run.sh"), dsn)
+	cmd := exec.CommandContext(t.Context(), "bash", filepath.Join("pgbench", "run.sh"), dsn)
 	cmd.Env = append(os.Environ(), "ROUNDS=1", "SECONDS_PER_ROUND=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

@@ -10,34 +10,37 @@
 #   bash bench/pgbench/run.sh 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 #
 # Without an argument, psql and pgbench connect as libpq's PG* variables
-# say. It creates, fills and drops the schema gormlock_pgbench.
+# say. It creates, fills and drops the schema gormlock_pgbench (one run at
+# a time). Needs bash 4.4 or later; raw and lease-row swap places every
+# other round.
 set -euo pipefail
 db=()
 if [ -n "${1:-}" ]; then db=("$1"); fi
 cd "$(dirname "$0")"
 rounds=${ROUNDS:-5}
 seconds=${SECONDS_PER_ROUND:-5}
-pgbench=$(command -v pgbench || ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -1)
-[ -x "$pgbench" ] || { echo "run.sh: pgbench not found" >&2; exit 1; }
-export PGOPTIONS="-c client_min_messages=warning"
+pgbench=$(command -v pgbench || ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | sort -V | tail -1 || true)
+[ -n "$pgbench" ] && [ -x "$pgbench" ] || { echo "run.sh: pgbench not found" >&2; exit 1; }
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+trap 'psql -q -c "DROP SCHEMA IF EXISTS gormlock_pgbench CASCADE" "${db[@]}" || true' EXIT
 psql -q -v ON_ERROR_STOP=1 -f setup.sql "${db[@]}"
-export PGOPTIONS="$PGOPTIONS -c search_path=gormlock_pgbench"
 total=0
 for r in $(seq 1 "$rounds"); do
-  line="round $r:"
   declare -A tps=()
-  for s in raw lease-row; do
+  order=(raw lease-row)
+  if (( r % 2 == 0 )); then order=(lease-row raw); fi
+  for s in "${order[@]}"; do
     out=$("$pgbench" -n -M prepared -c 8 -j 2 -T "$seconds" -f "$s.sql" "${db[@]}" 2>&1) || { echo "$out" >&2; exit 1; }
     n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+    [ -n "$n" ] || { echo "$out" >&2; echo "run.sh: $s: no transaction count in pgbench's output" >&2; exit 1; }
     failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
     [ "${failed:-0}" = 0 ] || { echo "$out" >&2; echo "run.sh: $s: failed transactions" >&2; exit 1; }
     total=$((total + n))
-    tps[$s]=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")
-    line="$line $s ${tps[$s]} tps,"
+    tps[$s]=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | tail -1)
   done
+  line="round $r: raw ${tps[raw]} tps, lease-row ${tps[lease-row]} tps,"
   echo "$line lease-row / raw $(awk -v a="${tps[lease-row]}" -v b="${tps[raw]}" 'BEGIN { printf "%.3f", a / b }')"
 done
-sum=$(psql -Atq -c "SELECT sum(balance) FROM accounts" "${db[@]}")
+sum=$(psql -Atq -c "SELECT sum(balance) FROM gormlock_pgbench.accounts" "${db[@]}")
 [ "$sum" = "$total" ] || { echo "run.sh: the balances sum to $sum, not $total: writes lost or doubled" >&2; exit 1; }
 echo "the balances sum to $total, one per transaction"
-psql -q -c "DROP SCHEMA gormlock_pgbench CASCADE" "${db[@]}"
