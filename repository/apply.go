@@ -218,8 +218,7 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 	w.reset("UPDATE ").quote(m.table).str(" SET ")
 	var args []any
 	seen := map[string]bool{}
-	versioned := false        // a change of a field the version covers
-	userSQL := cfg.cond != "" // SQL of the caller's, which may run long (see store.Detach)
+	versioned := false // a change of a field the version covers
 	for _, c := range changes {
 		f := m.schema.LookUpField(c.field)
 		settable := m.isUnversionedField(f)
@@ -247,7 +246,6 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 		case c.sql == "":
 			w.param()
 		default:
-			userSQL = true
 			if err := oneExpression(c.sql, m.caps.HashComments); err != nil {
 				return store.Stmt{}, nil, err
 			}
@@ -319,7 +317,7 @@ func (r *Repository[T]) applySQL(ctx context.Context, id any, changes []Change, 
 			r.st.Gorm.Dialector.QuoteTo(&ret, f.DBName)
 		}
 	}
-	st := store.Stmt{Text: plain + ret.String(), Keyed: !userSQL}
+	st := store.Stmt{Text: plain + ret.String()}
 	if bounded != "" {
 		st.Bounded = bounded + ret.String()
 	}

@@ -145,7 +145,12 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 		db, _ := r.st.Conn(ctx)
 		v, _ := nextVersion(0)
 		r.setVersion(ctx, rv, v)
-		q := r.on(ctx, db.Statement.ConnPool)
+		// On SQLite GORM's statements run to their end (see store.Detach).
+		sctx, err := r.st.Detach(ctx)
+		if err != nil {
+			return err
+		}
+		q := r.on(sctx, db.Statement.ConnPool)
 		if len(r.m.assocs) > 0 {
 			versionNewAssociations(ctx, r.m.schema, rv, 0)
 		}
@@ -157,7 +162,6 @@ func (r *Repository[T]) insert(ctx context.Context, rv reflect.Value, e *T) erro
 			return nil
 		}
 		id, _ := r.idOf(ctx, rv)
-		var err error
 		if r.m.caps.VersionBack == dialect.LastInsertID {
 			_, v, err = r.st.ExecSQLID(ctx, db.Statement.ConnPool, r.m.firstVersionSQL, r.m.keyArgs(nil, id), true)
 		} else {

@@ -249,9 +249,6 @@ WHERE ` + match + live + ` AND ` + free + `{bound}`)
 	r.state = q(`SELECT ` + owner + `, ` + fence + `, ` + acquired + `, ` + expires + ` FROM ` + table + ` WHERE ` + match + ` AND ` + token + ` IS NOT NULL AND ` + expires + ` > NOW`)
 	r.held = q(`SELECT 1 FROM ` + table + ` WHERE ` + match + ` AND ` + mine)
 	r.releaseOwner = w(`UPDATE ` + table + ` SET ` + set(dialect.LeaseTokenCol) + ` = NULL, ` + set(dialect.LeaseExpiresCol) + ` = NOW WHERE ` + owner + ` = ? AND ` + token + ` IS NOT NULL AND ` + expires + ` > NOW{bound}`)
-	for _, st := range []*store.Stmt{&r.acquire, &r.acquireAsync, &r.write, &r.release, &r.renew} {
-		st.Keyed = true // one record by its key (releaseOwner: all of an owner's)
-	}
 	if sqlDB, err := db.DB(); err == nil {
 		registerRowLeases(sqlDB, m.table, r.releaseOwner)
 	}

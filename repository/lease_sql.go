@@ -186,9 +186,6 @@ LEFT JOIN ` + LeaseTable + ` AS l ON l.resource = ? AND l.record_key = rec.k AND
 		// The new expiry comes back as the LAST_INSERT_ID it sets.
 		l.renew = w(`UPDATE ` + LeaseTable + ` SET expires_ms = LAST_INSERT_ID(NOW + ?) WHERE ` + held + `{bound}`)
 	}
-	for _, st := range []*store.Stmt{&l.acquire, &l.release, &l.renew, &l.writeHeld, &l.end} {
-		st.Keyed = true // one record's lease, or the record, by its key (sweep: every expired lease)
-	}
 	return l
 }
 

@@ -256,7 +256,7 @@ func (w *sqlWriter) setVersion(m *meta, updated bool) *sqlWriter {
 // last, with suffix, and returns it with its bounded form (see store.Stmt) where
 // the dialect has one.
 func (w *sqlWriter) stmt(caps dialect.Caps, suffix string) store.Stmt {
-	s := store.Stmt{Text: w.String() + suffix, Keyed: true} // every one is guarded by the key
+	s := store.Stmt{Text: w.String() + suffix}
 	if caps.StatementTimeout != "" {
 		s.Bounded = s.Text // bounded by a prefix, see store.Stmt
 		return s

@@ -360,7 +360,7 @@ func (r *Repository[T]) withConditions(st store.Stmt, suffix string, args []any,
 	clause.Where{Exprs: conds}.Build(stmt)
 	stmt.SQL.WriteString(")")
 	base := stmt.SQL.String()
-	out := store.Stmt{Text: base + suffix, Keyed: st.Keyed && plainEqualities(conds)}
+	out := store.Stmt{Text: base + suffix}
 	switch {
 	case r.m.caps.StatementTimeout != "":
 		out.Bounded = out.Text
@@ -671,36 +671,4 @@ func (r *Repository[T]) checkIsolation(ctx context.Context, method string) error
 // expected version.
 func (r *Repository[T]) guardArgs(args []any, id any, expected int64) []any {
 	return append(r.m.keyArgs(args, id), expected)
-}
-
-// plainEqualities reports whether conds are all column = value conditions
-// with plain values, as the guards on unversioned fields are: a write with
-// other conditions (a hook's, which may hold a subquery) is not sent as
-// store.Detach says, since its conditions may take long to evaluate.
-func plainEqualities(conds []clause.Expression) bool {
-	for _, c := range conds {
-		eq, ok := c.(clause.Eq)
-		if !ok {
-			return false
-		}
-		switch col := eq.Column.(type) {
-		case string:
-		case clause.Column:
-			if col.Raw {
-				return false
-			}
-		default:
-			return false
-		}
-		switch eq.Value.(type) {
-		case clause.Expression, *gorm.DB, gorm.Valuer:
-			return false
-		case []byte, nil:
-			continue
-		}
-		if k := reflect.ValueOf(eq.Value).Kind(); k == reflect.Slice || k == reflect.Array {
-			return false // GORM writes each element: it may hold SQL
-		}
-	}
-	return true
 }

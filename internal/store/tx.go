@@ -356,7 +356,7 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, st)); err != nil {
-		return err
+		return endedBy(ctx, err)
 	}
 	st.mu.Lock()
 	gone, released := st.rolledBack, st.released
@@ -433,6 +433,19 @@ func runBegun(ctx context.Context, st *TxState, op string, fn func(context.Conte
 		return st.commitFailed(ctx, op, err)
 	}
 	return nil
+}
+
+// endedBy returns err, the error of a transaction's statement, with ctx's
+// error in its chain when ctx has ended and err is the statement's
+// interruption by it: SQLite's SQLITE_INTERRUPT, which the pure-Go driver
+// answers rather than the context's error for an INSERT ... RETURNING
+// (GORM's Create) interrupted as it ran.
+func endedBy(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil || errors.Is(err, cerr) || locking.Code(err) != "SQLITE_9" {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cerr, err)
 }
 
 // gormTx returns the transaction as a *gorm.DB (see TxState.tx).
