@@ -423,8 +423,13 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 			return locking.Classify(err)
 		}
 		c.conn = conn
+		// The connection's settings are read and set with a context that
+		// does not end, as every statement of the gate's (see Lock): given
+		// one that ends as it runs, the pure-Go driver can answer nil for
+		// a PRAGMA it never ran. The wait that follows looks at ctx.
+		sctx := context.WithoutCancel(ctx)
 		if !g.crossOpened {
-			g.cross, g.crossOpened = openCrossLock(ctx, conn), true
+			g.cross, g.crossOpened = openCrossLock(sctx, conn), true
 		}
 		var st sql.DBStats
 		if write {
@@ -437,20 +442,20 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 			// on a connection that has not read the schema yet, asking
 			// for the journal mode waits for a writer in rollback-journal
 			// mode.
-			g.walPages(ctx, conn)
+			g.walPages(sctx, conn)
 		}
 		if !c.inSQLite {
 			// Set before the wait for the cross-process lock, so that the
 			// other processes do not wait for this statement too (unless the
 			// lock was kept for this writer).
-			busy, err := g.busyTimeout(ctx, conn)
+			busy, err := g.busyTimeout(sctx, conn)
 			if err != nil {
 				c.bad = true
 				c.Release(ctx)
 				return err
 			}
 			c.busy = busy
-			if _, err = conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+			if _, err = conn.ExecContext(sctx, "PRAGMA busy_timeout = 0"); err != nil {
 				c.bad = true
 				c.Release(ctx)
 				return fmt.Errorf("setting busy_timeout: %w", locking.Classify(err))
@@ -459,7 +464,7 @@ func take(ctx context.Context, sqlDB *sql.DB, w Wait, c *Conn, write bool) error
 		if hold {
 			// Kept by the gate from now on (putWriter), busy timeout 0,
 			// checkpoints left to the gate.
-			ckpt, err := g.autocheckpointOff(ctx, conn)
+			ckpt, err := g.autocheckpointOff(sctx, conn)
 			if err != nil {
 				c.bad = true
 				c.Release(ctx)
@@ -600,9 +605,16 @@ func Begin(ctx context.Context, sqlDB *sql.DB, w Wait, readOnly bool) (*Tx, erro
 			return nil, locking.Classify(err)
 		}
 		c := &Conn{conn: conn, busy: -1}
-		if _, err = conn.ExecContext(ctx, "PRAGMA query_only = 1"); err == nil {
-			if _, err = conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
-				_, _ = conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 0")
+		// With a context that does not end (see Lock): the pure-Go
+		// driver can answer nil for a PRAGMA query_only it never ran.
+		sctx := context.WithoutCancel(ctx)
+		if _, err = conn.ExecContext(sctx, "PRAGMA query_only = 1"); err == nil {
+			if _, err = conn.ExecContext(sctx, "BEGIN DEFERRED"); err == nil && ctx.Err() != nil {
+				_, _ = conn.ExecContext(sctx, "ROLLBACK")
+				err = ctx.Err()
+			}
+			if err != nil {
+				_, _ = conn.ExecContext(sctx, "PRAGMA query_only = 0")
 			}
 		}
 		if err != nil {
