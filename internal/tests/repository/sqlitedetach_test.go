@@ -31,14 +31,14 @@ func goroutinesPerCall(n int, f func()) float64 {
 	return float64(goroutinesCreated()-before) / float64(n)
 }
 
-// On SQLite a statement of one record by its key starts no goroutine with
-// a context that can end: go-sqlite3 runs such a statement, and each step
-// of a query's rows, in a goroutine of its own so that it can interrupt
-// it, and database/sql starts one per query. gormlock's Update, Get and
-// Mutate look at the context before each statement and send it with one
-// that does not end. The control: the same UPDATE through database/sql
+// On SQLite gormlock's statements start no goroutine with a context that
+// can end: go-sqlite3 runs a statement, and each step of a query's rows,
+// in a goroutine of its own so that it can interrupt it, and database/sql
+// starts one per query. gormlock's Update, Get, Mutate, Apply (with SQL of
+// the caller's too) and Create look at the context before each statement
+// and send it with one that does not end. The control: the same UPDATE through database/sql
 // with the same context starts at least one per statement.
-func TestSQLiteKeyedStatementsStartNoGoroutine(t *testing.T) {
+func TestSQLiteStatementsStartNoGoroutine(t *testing.T) {
 	defer sqlitegate.SetWriterLinger(time.Minute)() // no linger timer fires
 	db := testdb.Open(t, "sqlite")
 	sqlDB, err := db.DB()
@@ -61,6 +61,14 @@ func TestSQLiteKeyedStatementsStartNoGoroutine(t *testing.T) {
 			out, err := accounts.Mutate(ctx, a.ID, func(x *fixtures.Account) error { x.Balance++; return nil })
 			require.NoError(t, err)
 			a = out
+		},
+		"Apply/Expr": func() {
+			out, err := accounts.Apply(ctx, a.ID, []repository.Change{repository.Expr("balance", "balance + ?", 1)})
+			require.NoError(t, err)
+			a = out
+		},
+		"Create": func() {
+			require.NoError(t, accounts.Create(ctx, &fixtures.Account{Owner: "new"}))
 		},
 	}
 	for name, f := range calls {
