@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/internal/sqlguard"
 	"github.com/gormlock/gormlock/locking"
 )
@@ -54,6 +56,10 @@ type updateState struct {
 	// kept: the statement changes only fields tagged gormlock:"unversioned"
 	// (and the update time): the version is left as it is.
 	kept bool
+	// ctx is the statement's context, when the guarded update is sent on
+	// SQLite with one that does not end instead (see updateGuard); put
+	// back after the statement.
+	ctx context.Context
 }
 
 // updateGuard runs first among the update callbacks: it adds the version
@@ -95,6 +101,20 @@ func (w *pluginWrites) updateGuard(db *gorm.DB) {
 				return
 			}
 		}
+	}
+	if st.guarded && db.Dialector.Name() == dialect.SQLite && stmt.Context != nil && stmt.Context.Done() != nil {
+		// The outcome is the statement's rows affected, and on SQLite a
+		// statement whose context ends as it runs is not told truly: the
+		// pure-Go driver answers nil for an UPDATE it never ran, with the
+		// previous statement's rows affected. Looked at now, and then
+		// sent with a context that does not end (see store.Detach).
+		if err := stmt.Context.Err(); err != nil {
+			st.restoreWhere(stmt)
+			db.AddError(err)
+			return
+		}
+		st.ctx = stmt.Context
+		stmt.Context = context.WithoutCancel(stmt.Context)
 	}
 	stmt.Settings.Store(updateKey{}, st)
 }
@@ -276,6 +296,9 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 		return
 	}
 	stmt.Settings.Delete(updateKey{})
+	if st.ctx != nil {
+		stmt.Context = st.ctx
+	}
 	if st.guarded && st.setAdded && db.Error == nil && !db.DryRun {
 		if db.RowsAffected == 0 {
 			if err := w.stale(db, st); err != nil {

@@ -54,13 +54,15 @@ type Stmt struct {
 // ctx cannot end.
 //
 // A write's outcome on SQLite is what its statement answers, and with a
-// context that can end the answer is not the truth: modernc.org/sqlite
-// (v1.60.1) answers the context's error for a write that ended just as the
-// context did, also when the write committed (measured: 52 of 730 UPDATEs
-// that answered context.DeadlineExceeded had been applied), and
-// go-sqlite3's interrupt can come after the statement it was meant for and
-// end the connection's next one. A write sent without a context that ends
-// answers what it did.
+// context that ends as it runs the answer is not the truth. The pure-Go
+// driver (github.com/glebarez/go-sqlite v1.21.2, opendb/puresqlite's)
+// answers nil for an Exec it never ran, with the previous statement's rows
+// affected, and its interrupt can reach the connection's next statement
+// instead; go-sqlite3 answers the context's error for a query's rows after
+// a step that completed (an UPDATE ... RETURNING that was applied); and
+// modernc.org/sqlite's own driver (v1.60.1, measured outside the suite)
+// answered the context's error for 52 of 730 UPDATEs that had committed. A
+// statement sent without a context that ends answers what it did.
 //
 // go-sqlite3 runs every statement, and every step of a query's rows, whose
 // context can end in a goroutine of its own, so that it can interrupt it

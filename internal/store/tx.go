@@ -60,12 +60,26 @@ type TxState struct {
 }
 
 // NoteRolledBack records, in the transaction ctx carries on sqlDB, that
-// the database rolled it back after err (see TxState.rolledBack). Only
-// MySQL rolls a whole transaction back on a statement's error and then
-// accepts a COMMIT; PostgreSQL refuses the COMMIT of an aborted
-// transaction itself.
+// the database rolled it back after err (see TxState.rolledBack): MySQL
+// after a deadlock, which then accepts a COMMIT; SQLite after an
+// interrupted statement (SQLITE_INTERRUPT: the pure-Go driver's interrupt
+// can reach a statement it was not meant for), after which the
+// connection commits each statement by itself. PostgreSQL refuses the
+// COMMIT of an aborted transaction itself.
 func NoteRolledBack(ctx context.Context, s Store, err error) {
-	if err == nil || s.Caps.Dialector() != dialect.MySQL || !errors.Is(locking.Classify(err), locking.ErrDeadlock) {
+	if err == nil {
+		return
+	}
+	switch s.Caps.Dialector() {
+	case dialect.MySQL:
+		if !errors.Is(locking.Classify(err), locking.ErrDeadlock) {
+			return
+		}
+	case dialect.SQLite:
+		if locking.Code(err) != "SQLITE_9" {
+			return
+		}
+	default:
 		return
 	}
 	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
@@ -544,7 +558,19 @@ var savepointSeq atomic.Uint64
 // TO is reported with fn's error.
 func InSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) {
 	name := "gormlock_sp" + strconv.FormatUint(savepointSeq.Add(1), 10)
-	if err := tx.WithContext(ctx).SavePoint(name).Error; err != nil {
+	// On SQLite SAVEPOINT and RELEASE are sent with a context that does
+	// not end, once ctx is found alive, as every statement of gormlock's
+	// (see Detach): given one that ends as it runs, the pure-Go driver
+	// answers nil for a statement it never ran.
+	sctx := ctx
+	sqlite := tx.Dialector != nil && tx.Dialector.Name() == dialect.SQLite
+	if sqlite {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sctx = context.WithoutCancel(ctx)
+	}
+	if err := tx.WithContext(sctx).SavePoint(name).Error; err != nil {
 		return fmt.Errorf("savepoint: %w", locking.Classify(err))
 	}
 	done := false
@@ -562,7 +588,12 @@ func InSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) 
 	if err != nil {
 		return err
 	}
-	if err := tx.WithContext(ctx).Exec("RELEASE SAVEPOINT " + name).Error; err != nil {
+	if sqlite {
+		if err := ctx.Err(); err != nil {
+			return err // not released: rolled back to the savepoint
+		}
+	}
+	if err := tx.WithContext(sctx).Exec("RELEASE SAVEPOINT " + name).Error; err != nil {
 		return fmt.Errorf("release savepoint: %w", locking.Classify(err))
 	}
 	return nil
