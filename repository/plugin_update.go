@@ -102,20 +102,6 @@ func (w *pluginWrites) updateGuard(db *gorm.DB) {
 			}
 		}
 	}
-	if st.guarded && db.Dialector.Name() == dialect.SQLite && stmt.Context != nil && stmt.Context.Done() != nil {
-		// The outcome is the statement's rows affected, and on SQLite a
-		// statement whose context ends as it runs is not told truly: the
-		// pure-Go driver answers nil for an UPDATE it never ran, with the
-		// previous statement's rows affected. Looked at now, and then
-		// sent with a context that does not end (see store.Detach).
-		if err := stmt.Context.Err(); err != nil {
-			st.restoreWhere(stmt)
-			db.AddError(err)
-			return
-		}
-		st.ctx = stmt.Context
-		stmt.Context = context.WithoutCancel(stmt.Context)
-	}
 	stmt.Settings.Store(updateKey{}, st)
 }
 
@@ -184,6 +170,20 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 	st := updateStateOf(stmt)
 	if st == nil {
 		return
+	}
+	if st.guarded && db.Dialector.Name() == dialect.SQLite && stmt.Context != nil && stmt.Context.Done() != nil {
+		// The outcome is the statement's rows affected, and on SQLite a
+		// statement whose context ends as it runs is not told truly: the
+		// pure-Go driver answers nil for an UPDATE it never ran, with the
+		// previous statement's rows affected. Looked at now, after the
+		// hooks, and then sent with a context that does not end (see
+		// store.Detach); updateCheck puts the context back.
+		if err := stmt.Context.Err(); err != nil {
+			db.AddError(err) // not sent; updateCheck puts the WHERE back
+			return
+		}
+		st.ctx = stmt.Context
+		stmt.Context = context.WithoutCancel(stmt.Context)
 	}
 	c, hadSet := stmt.Clauses["SET"]
 	var set, out clause.Set

@@ -60,26 +60,12 @@ type TxState struct {
 }
 
 // NoteRolledBack records, in the transaction ctx carries on sqlDB, that
-// the database rolled it back after err (see TxState.rolledBack): MySQL
-// after a deadlock, which then accepts a COMMIT; SQLite after an
-// interrupted statement (SQLITE_INTERRUPT: the pure-Go driver's interrupt
-// can reach a statement it was not meant for), after which the
-// connection commits each statement by itself. PostgreSQL refuses the
-// COMMIT of an aborted transaction itself.
+// the database rolled it back after err (see TxState.rolledBack). Only
+// MySQL rolls a whole transaction back on a statement's error and then
+// accepts a COMMIT; PostgreSQL refuses the COMMIT of an aborted
+// transaction itself, and so does SQLite (after an interrupted write).
 func NoteRolledBack(ctx context.Context, s Store, err error) {
-	if err == nil {
-		return
-	}
-	switch s.Caps.Dialector() {
-	case dialect.MySQL:
-		if !errors.Is(locking.Classify(err), locking.ErrDeadlock) {
-			return
-		}
-	case dialect.SQLite:
-		if locking.Code(err) != "SQLITE_9" {
-			return
-		}
-	default:
+	if err == nil || s.Caps.Dialector() != dialect.MySQL || !errors.Is(locking.Classify(err), locking.ErrDeadlock) {
 		return
 	}
 	if st, ok := ctx.Value(txKey{}).(*TxState); ok && st.sqlDB == s.SQLDB {
