@@ -17,6 +17,7 @@ import (
 
 	"github.com/gormlock/gormlock/internal/dialect"
 	"github.com/gormlock/gormlock/internal/sqlguard"
+	"github.com/gormlock/gormlock/internal/store"
 	"github.com/gormlock/gormlock/locking"
 )
 
@@ -171,19 +172,19 @@ func (w *pluginWrites) updateSet(db *gorm.DB) {
 	if st == nil {
 		return
 	}
-	if st.guarded && db.Dialector.Name() == dialect.SQLite && stmt.Context != nil && stmt.Context.Done() != nil {
+	if st.guarded && stmt.Context != nil {
 		// The outcome is the statement's rows affected, and on SQLite a
 		// statement whose context ends as it runs is not told truly: the
 		// pure-Go driver answers nil for an UPDATE it never ran, with the
 		// previous statement's rows affected. Looked at now, after the
 		// hooks, and then sent with a context that does not end (see
 		// store.Detach); updateCheck puts the context back.
-		if err := stmt.Context.Err(); err != nil {
+		sctx, err := store.DetachOn(stmt.Context, db.Dialector.Name() == dialect.SQLite)
+		if err != nil {
 			db.AddError(err) // not sent; updateCheck puts the WHERE back
 			return
 		}
-		st.ctx = stmt.Context
-		stmt.Context = context.WithoutCancel(stmt.Context)
+		st.ctx, stmt.Context = stmt.Context, sctx
 	}
 	c, hadSet := stmt.Clauses["SET"]
 	var set, out clause.Set

@@ -82,7 +82,13 @@ type Stmt struct {
 // condition, conditions over many rows) runs to its end too: ctx bounds its
 // wait for the write lock, not its run.
 func (s Store) Detach(ctx context.Context) (context.Context, error) {
-	if !s.Caps.SingleWriter || ctx.Done() == nil {
+	return DetachOn(ctx, s.Caps.SingleWriter)
+}
+
+// DetachOn is Detach where no Store is at hand: sqlite says whether the
+// statement goes to SQLite.
+func DetachOn(ctx context.Context, sqlite bool) (context.Context, error) {
+	if !sqlite || ctx.Done() == nil {
 		return ctx, nil
 	}
 	if err := ctx.Err(); err != nil {

@@ -548,13 +548,10 @@ func InSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) 
 	// not end, once ctx is found alive, as every statement of gormlock's
 	// (see Detach): given one that ends as it runs, the pure-Go driver
 	// answers nil for a statement it never ran.
-	sctx := ctx
 	sqlite := tx.Dialector != nil && tx.Dialector.Name() == dialect.SQLite
-	if sqlite {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sctx = context.WithoutCancel(ctx)
+	sctx, err := DetachOn(ctx, sqlite)
+	if err != nil {
+		return err
 	}
 	if err := tx.WithContext(sctx).SavePoint(name).Error; err != nil {
 		return fmt.Errorf("savepoint: %w", locking.Classify(err))
@@ -574,10 +571,8 @@ func InSavepoint(ctx context.Context, tx *gorm.DB, fn func() error) (err error) 
 	if err != nil {
 		return err
 	}
-	if sqlite {
-		if err := ctx.Err(); err != nil {
-			return err // not released: rolled back to the savepoint
-		}
+	if sctx, err = DetachOn(ctx, sqlite); err != nil {
+		return err // not released: rolled back to the savepoint
 	}
 	if err := tx.WithContext(sctx).Exec("RELEASE SAVEPOINT " + name).Error; err != nil {
 		return fmt.Errorf("release savepoint: %w", locking.Classify(err))

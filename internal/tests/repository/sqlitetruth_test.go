@@ -68,6 +68,19 @@ var sqliteDrivers = []sqliteDriver{
 	{"go-sqlite3", "sqlite3", "_busy_timeout=0", func(t *testing.T, path string) *gorm.DB { return testdb.OpenSQLiteFile(t, path) }},
 }
 
+// account opens a new SQLite file with gormlock's opener and creates an
+// account with the given balance in it.
+func (d sqliteDriver) account(t *testing.T, balance int64) (path string, db *gorm.DB, accounts *repository.Repository[fixtures.Account], a *fixtures.Account) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "test.db")
+	db = d.open(t, path)
+	accounts, err := repository.New[fixtures.Account](db)
+	require.NoError(t, err)
+	a = &fixtures.Account{Owner: "ann", Balance: balance}
+	require.NoError(t, accounts.Create(context.Background(), a))
+	return path, db, accounts, a
+}
+
 // client opens the SQLite file at path a second time with plain
 // database/sql, one connection: to read what the writes did, or to hold
 // the write lock. A connection of its own, since the pure-Go driver can
@@ -109,13 +122,8 @@ func sqliteState(t *testing.T, r *sql.DB, id int64) (balance, accounts int64) {
 func TestSQLiteWriteOutcomeIsTheTruthWhenItsContextEnds(t *testing.T) {
 	for _, d := range sqliteDrivers {
 		t.Run(d.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "truth.db")
-			db := d.open(t, path)
+			path, db, accounts, a := d.account(t, 0)
 			reader := d.client(t, path)
-			accounts, err := repository.New[fixtures.Account](db)
-			require.NoError(t, err)
-			a := &fixtures.Account{Owner: "ann", Balance: 0}
-			require.NoError(t, accounts.Create(context.Background(), a))
 			// A plain GORM update the plugin guards, without GORM's
 			// default transaction: its outcome is the statement's rows
 			// affected.
@@ -225,14 +233,9 @@ func TestSQLiteWriteOutcomeIsTheTruthWhenItsContextEnds(t *testing.T) {
 func TestSQLiteWriteWaitEndsWithItsContextOnEveryPath(t *testing.T) {
 	for _, d := range sqliteDrivers {
 		t.Run(d.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "waits.db")
-			db := d.open(t, path)
+			path, _, accounts, a := d.account(t, 10)
 			reader := d.client(t, path)
 			other := d.client(t, path)
-			accounts, err := repository.New[fixtures.Account](db)
-			require.NoError(t, err)
-			a := &fixtures.Account{Owner: "ann", Balance: 10}
-			require.NoError(t, accounts.Create(context.Background(), a))
 			const rounds = 150
 			for name, write := range sqliteWrites(accounts, a.ID) {
 				t.Run(name, func(t *testing.T) {
