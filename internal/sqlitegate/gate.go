@@ -584,6 +584,101 @@ type Tx struct {
 	// the writer connection, which the next writer uses): a statement
 	// sent after that fails unsent.
 	released atomic.Bool
+	// begun says BEGIN IMMEDIATE began the (write) transaction.
+	begun bool
+	// gone is the error after which SQLite rolled the transaction back
+	// by itself (see rolledBackBy), nil while it is open.
+	gone atomic.Pointer[error]
+	// queried is the context of the last query sent with one that can
+	// end, whose rows report its errors where the transaction does not
+	// see them; nil after the next statement looked at it (settle).
+	queried context.Context
+}
+
+// Transactions SQLite rolls back.
+//
+// SQLite rolls a whole transaction back by itself when a write in it is
+// interrupted (its context ended), runs out of disk or memory, or hits
+// an I/O error, and a constraint declared ON CONFLICT ROLLBACK does too.
+// The connection is then back in autocommit mode: every later statement
+// of the transaction commits by itself, and only the COMMIT at the end
+// fails. A caller that goes on after the error would have part of its
+// transaction applied and be told none of it was. So after a statement
+// of a write transaction fails, the transaction asks SQLite whether it
+// is still open — BEGIN fails inside a transaction, and one it begins
+// is rolled back at once — and once it is not, refuses every later
+// statement unsent, with an error that wraps the one SQLite rolled back
+// after, and does not send COMMIT. Errors a statement's rows report
+// while they are read are not seen here.
+
+// errRolledBack is what a statement sent after SQLite rolled the
+// transaction back is refused with, wrapping the error it rolled back
+// after.
+type errRolledBack struct{ cause error }
+
+func (e *errRolledBack) Error() string {
+	return "not sent: SQLite rolled the transaction back after an earlier statement failed: " + e.cause.Error()
+}
+
+func (e *errRolledBack) Unwrap() error { return e.cause }
+
+// Is matches sql.ErrTxDone: the transaction is over, and nothing of it
+// was committed.
+func (e *errRolledBack) Is(target error) bool { return target == sql.ErrTxDone }
+
+// rolledBackBy records that SQLite rolled the transaction back after err
+// when it did, and returns err.
+func (t *Tx) rolledBackBy(err error) error {
+	if err == nil || !t.begun || t.done.Load() || t.gone.Load() != nil {
+		return err
+	}
+	ctx := context.Background()
+	_, perr := t.conn.ExecContext(ctx, "BEGIN")
+	if perr != nil && strings.Contains(perr.Error(), "within a transaction") {
+		return err // still open
+	}
+	if perr == nil {
+		_, perr = t.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	if perr != nil {
+		// Neither open nor closed for sure: the connection is not kept.
+		t.bad = true
+	}
+	t.gone.Store(&err)
+	return err
+}
+
+// query notes a query sent with ctx (see settle) and passes on its error.
+func (t *Tx) query(ctx context.Context, err error) error {
+	if err == nil && ctx.Done() != nil {
+		t.queried = ctx
+	}
+	return t.rolledBackBy(err)
+}
+
+// settle looks, before the next statement, at the last query sent with a
+// context that can end: its rows report an interrupt (which rolled the
+// transaction back when the query wrote: UPDATE ... RETURNING, say)
+// where the transaction does not see it. When its context has ended,
+// the transaction asks SQLite whether it is still open.
+func (t *Tx) settle() {
+	if c := t.queried; c != nil {
+		t.queried = nil
+		if c.Err() != nil {
+			_ = t.rolledBackBy(fmt.Errorf("a query whose context ended: %w", context.Cause(c)))
+		}
+	}
+}
+
+// refused settles the last query (settle) and returns the error a
+// statement sent after SQLite rolled the transaction back is refused
+// with, or nil while it is open.
+func (t *Tx) refused() error {
+	t.settle()
+	if p := t.gone.Load(); p != nil {
+		return &errRolledBack{cause: *p}
+	}
+	return nil
 }
 
 // ended reports whether the transaction's connection was given back.
@@ -666,6 +761,7 @@ func Begin(ctx context.Context, sqlDB *sql.DB, w Wait, readOnly bool) (*Tx, erro
 		c.Release(ctx)
 		return nil, err
 	}
+	t.begun = true
 	return t, nil
 }
 
@@ -692,20 +788,30 @@ func (t *Tx) Commit() error { return t.end("COMMIT") }
 func (t *Tx) Rollback() error { return t.end("ROLLBACK") }
 
 func (t *Tx) end(stmt string) error {
+	t.settle()
 	if !t.done.CompareAndSwap(false, true) {
 		return sql.ErrTxDone
 	}
-	_, err := t.ExecContext(context.Background(), stmt)
-	if t.w != nil && stmt == "COMMIT" {
-		err = t.commitWaiting(err)
-	}
-	if err != nil && stmt == "COMMIT" {
-		// A failed COMMIT leaves the transaction open on SQLite.
-		if _, rerr := t.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+	var err error
+	if gone := t.refused(); gone != nil {
+		// SQLite rolled the transaction back: nothing is left to
+		// commit (COMMIT would fail) or to roll back.
+		if stmt == "COMMIT" {
+			err = gone
+		}
+	} else {
+		_, err = t.ExecContext(context.Background(), stmt)
+		if t.w != nil && stmt == "COMMIT" {
+			err = t.commitWaiting(err)
+		}
+		if err != nil && stmt == "COMMIT" {
+			// A failed COMMIT leaves the transaction open on SQLite.
+			if _, rerr := t.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+				t.bad = true
+			}
+		} else if err != nil {
 			t.bad = true
 		}
-	} else if err != nil {
-		t.bad = true
 	}
 	if t.readOnly && !t.bad {
 		if _, rerr := t.conn.ExecContext(context.Background(), "PRAGMA query_only = 0"); rerr != nil {
@@ -749,10 +855,17 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 	if t.ended() {
 		return nil, sql.ErrTxDone
 	}
-	if t.w != nil {
-		return t.w.ExecContext(ctx, query, args...)
+	if err := t.refused(); err != nil {
+		return nil, err
 	}
-	return t.conn.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+	if t.w != nil {
+		res, err = t.w.ExecContext(ctx, query, args...)
+	} else {
+		res, err = t.conn.ExecContext(ctx, query, args...)
+	}
+	return res, t.rolledBackBy(err)
 }
 
 // QueryContext implements gorm.ConnPool.
@@ -760,19 +873,27 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 	if t.ended() {
 		return nil, sql.ErrTxDone
 	}
-	if t.w != nil {
-		return t.w.QueryContext(ctx, query, args...)
+	if err := t.refused(); err != nil {
+		return nil, err
 	}
-	return t.conn.QueryContext(ctx, query, args...)
+	var rows *sql.Rows
+	var err error
+	if t.w != nil {
+		rows, err = t.w.QueryContext(ctx, query, args...)
+	} else {
+		rows, err = t.conn.QueryContext(ctx, query, args...)
+	}
+	return rows, t.query(ctx, err)
 }
 
 // QueryRowContext implements gorm.ConnPool.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if t.ended() {
+	if t.ended() || t.refused() != nil {
 		// A row that carries sql.ErrTxDone (with a context of its
 		// own: one that ended would make it carry the context's error).
 		return txDoneDB().QueryRowContext(context.Background(), query, args...)
 	}
+	_ = t.query(ctx, nil)
 	if t.w != nil {
 		return t.w.QueryRowContext(ctx, query, args...)
 	}
@@ -783,6 +904,9 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
 	if t.ended() {
 		return nil, sql.ErrTxDone
+	}
+	if err := t.refused(); err != nil {
+		return nil, err
 	}
 	return t.conn.PrepareContext(ctx, query)
 }
