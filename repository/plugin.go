@@ -238,6 +238,7 @@ func (p *plugin) Initialize(db *gorm.DB) error {
 		cb.Update().Before("gorm:setup_reflect_value").Register("gormlock:update_guard", w.updateGuard),
 		cb.Update().Before("gorm:update").Register("gormlock:update_set", w.updateSet),
 		cb.Update().After("gorm:update").Before("gorm:save_after_associations").Register("gormlock:update_check", w.updateCheck),
+		cb.Update().After("gorm:commit_or_rollback_transaction").Register("gormlock:update_undo", w.updateUndo),
 	} {
 		if err != nil {
 			return fmt.Errorf("repository: Plugin: %w", err)

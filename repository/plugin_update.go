@@ -308,6 +308,8 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 		} else if st.record.IsValid() && !st.kept {
 			if err := st.version.Set(stmt.Context, st.record, st.next); err != nil {
 				db.AddError(err)
+			} else {
+				stmt.Settings.Store(undoKey{}, &versionUndo{version: st.version, record: st.record, old: st.expected})
 			}
 		}
 	}
@@ -320,6 +322,40 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 	}
 	if st.guarded {
 		st.restoreWhere(stmt)
+	}
+}
+
+// undoKey is the Statement.Settings key of the versionUndo of an update
+// that gave its record a new version.
+type undoKey struct{}
+
+// versionUndo is the version a record had before its update.
+type versionUndo struct {
+	version *schema.Field
+	record  reflect.Value
+	old     int64
+}
+
+// updateUndo runs after GORM's own transaction around the update (its
+// default transaction) ended. When it rolled back — a hook after the
+// update failed, or COMMIT did — the record gets its old version back,
+// which the row still holds: the record then says what the database
+// does, and writing it again is guarded by the version the row has,
+// where the new one would have been refused as stale. An update without
+// a transaction of GORM's committed by itself and keeps the new version;
+// one inside the application's transaction keeps it too (that transaction
+// may yet commit).
+func (w *pluginWrites) updateUndo(db *gorm.DB) {
+	v, ok := db.Statement.Settings.LoadAndDelete(undoKey{})
+	if !ok || db.Error == nil {
+		return
+	}
+	if _, began := db.InstanceGet("gorm:started_transaction"); !began {
+		return
+	}
+	u := v.(*versionUndo)
+	if err := u.version.Set(db.Statement.Context, u.record, u.old); err != nil {
+		db.AddError(err)
 	}
 }
 
