@@ -586,97 +586,139 @@ type Tx struct {
 	released atomic.Bool
 	// begun says BEGIN IMMEDIATE began the (write) transaction.
 	begun bool
-	// gone is the error after which SQLite rolled the transaction back
-	// by itself (see rolledBackBy), nil while it is open.
-	gone atomic.Pointer[error]
-	// queried is the context of the last query sent with one that can
-	// end, whose rows report its errors where the transaction does not
-	// see them; nil after the next statement looked at it (settle).
-	queried context.Context
+	// mu serializes the transaction's statements with the checks around
+	// them (see "Transactions SQLite rolls back"): a statement of another
+	// goroutine never runs between a failure and the look at whether the
+	// transaction is still open. Under mu: gone is the error after which
+	// SQLite rolled the transaction back by itself, nil while it is open;
+	// pending says a statement that writes was sent as a query, whose
+	// rows report its errors where the transaction does not see them.
+	mu      sync.Mutex
+	gone    error
+	pending bool
 }
 
 // Transactions SQLite rolls back.
 //
 // SQLite rolls a whole transaction back by itself when a write in it is
 // interrupted (its context ended), runs out of disk or memory, or hits
-// an I/O error, and a constraint declared ON CONFLICT ROLLBACK does too.
-// The connection is then back in autocommit mode: every later statement
-// of the transaction commits by itself, and only the COMMIT at the end
-// fails. A caller that goes on after the error would have part of its
-// transaction applied and be told none of it was. So after a statement
-// of a write transaction fails, the transaction asks SQLite whether it
-// is still open — BEGIN fails inside a transaction, and one it begins
-// is rolled back at once — and once it is not, refuses every later
-// statement unsent, with an error that wraps the one SQLite rolled back
-// after, and does not send COMMIT. Errors a statement's rows report
-// while they are read are not seen here.
+// an I/O error, and a constraint declared ON CONFLICT ROLLBACK or a
+// trigger's RAISE(ROLLBACK) does too. The connection is then back in
+// autocommit mode: every later statement of the transaction commits by
+// itself, and only the COMMIT at the end fails. A caller that goes on
+// after the error would have part of its transaction applied and be told
+// none of it was. So after a statement of a write transaction fails, and
+// before the statement that follows a write sent as a query (INSERT or
+// UPDATE ... RETURNING, whose rows report its errors), the transaction
+// asks whether it is still open: go-sqlite3's connection says so
+// (AutoCommit); with another driver, BEGIN fails inside a transaction,
+// and one it begins is rolled back at once. Once it is not, every later
+// statement is refused unsent (errRolledBack), and COMMIT is not sent:
+// the transaction's outcome is "not committed", for certain. A COMMIT
+// that SQLite refuses because no transaction is open (a statement that
+// went around these checks) is reported as an unknown outcome: statements
+// may have committed by themselves. Statements prepared with
+// PrepareContext run without the checks.
 
 // errRolledBack is what a statement sent after SQLite rolled the
-// transaction back is refused with, wrapping the error it rolled back
-// after.
+// transaction back is refused with. It matches sql.ErrTxDone only: the
+// error SQLite rolled back after is in its text and Cause, not its chain,
+// so that the refusal of a statement never sent is not taken for that
+// error (a unique key's "already exists", a context's end).
 type errRolledBack struct{ cause error }
 
 func (e *errRolledBack) Error() string {
 	return "not sent: SQLite rolled the transaction back after an earlier statement failed: " + e.cause.Error()
 }
 
-func (e *errRolledBack) Unwrap() error { return e.cause }
+func (e *errRolledBack) Unwrap() error { return sql.ErrTxDone }
 
-// Is matches sql.ErrTxDone: the transaction is over, and nothing of it
-// was committed.
-func (e *errRolledBack) Is(target error) bool { return target == sql.ErrTxDone }
+// Cause returns the error SQLite rolled the transaction back after.
+func (e *errRolledBack) Cause() error { return e.cause }
 
-// rolledBackBy records that SQLite rolled the transaction back after err
-// when it did, and returns err.
-func (t *Tx) rolledBackBy(err error) error {
-	if err == nil || !t.begun || t.done.Load() || t.gone.Load() != nil {
-		return err
+// errQueryWrite is the cause recorded when SQLite rolled the transaction
+// back during a write sent as a query: its rows reported the error.
+var errQueryWrite = errors.New("a write sent as a query (RETURNING) failed as its rows were read")
+
+// stillOpen reports whether SQLite holds the transaction open, and whether
+// it could tell. Called with mu held.
+func (t *Tx) stillOpen() (open, sure bool) {
+	var told, auto bool
+	_ = t.conn.Raw(func(dc any) error {
+		if a, ok := dc.(interface{ AutoCommit() bool }); ok {
+			told, auto = true, a.AutoCommit()
+		}
+		return nil
+	})
+	if told {
+		return !auto, true
 	}
 	ctx := context.Background()
-	_, perr := t.conn.ExecContext(ctx, "BEGIN")
-	if perr != nil && strings.Contains(perr.Error(), "within a transaction") {
-		return err // still open
+	// The pure-Go driver can leave an interrupt for the connection's next
+	// statement: asked again, once or twice.
+	for range 3 {
+		_, err := t.conn.ExecContext(ctx, "BEGIN")
+		switch {
+		case err == nil:
+			// None was open: this BEGIN began one.
+			_, err = t.conn.ExecContext(ctx, "ROLLBACK")
+			return false, err == nil
+		case strings.Contains(err.Error(), "within a transaction"):
+			return true, true
+		case !strings.Contains(err.Error(), "interrupt"):
+			return false, false
+		}
 	}
-	if perr == nil {
-		_, perr = t.conn.ExecContext(ctx, "ROLLBACK")
+	return false, false
+}
+
+// rolledBackBy records, when SQLite rolled the transaction back after
+// err, that it did, and returns err. Called with mu held.
+func (t *Tx) rolledBackBy(err error) error {
+	if err == nil || !t.begun || t.done.Load() || t.released.Load() || t.gone != nil {
+		return err
 	}
-	if perr != nil {
-		// Neither open nor closed for sure: the connection is not kept.
+	open, sure := t.stillOpen()
+	if open {
+		return err
+	}
+	if !sure {
+		// Neither open nor closed for sure: the connection is not kept
+		// (dropping it rolls back whatever it holds).
 		t.bad = true
 	}
-	t.gone.Store(&err)
+	t.gone = err
 	return err
 }
 
-// query notes a query sent with ctx (see settle) and passes on its error.
-func (t *Tx) query(ctx context.Context, err error) error {
-	if err == nil && ctx.Done() != nil {
-		t.queried = ctx
+// mayWrite reports whether query may write: anything but a SELECT (or
+// VALUES, PRAGMA, EXPLAIN), and a WITH that names a write.
+func mayWrite(query string) bool {
+	q := strings.TrimLeft(query, " \t\r\n(")
+	word := q
+	if i := strings.IndexAny(q, " \t\r\n("); i >= 0 {
+		word = q[:i]
 	}
-	return t.rolledBackBy(err)
+	switch strings.ToUpper(word) {
+	case "SELECT", "VALUES", "PRAGMA", "EXPLAIN":
+		return false
+	case "WITH":
+		up := strings.ToUpper(q)
+		return strings.Contains(up, "INSERT") || strings.Contains(up, "UPDATE") || strings.Contains(up, "DELETE") || strings.Contains(up, "REPLACE")
+	}
+	return true
 }
 
-// settle looks, before the next statement, at the last query sent with a
-// context that can end: its rows report an interrupt (which rolled the
-// transaction back when the query wrote: UPDATE ... RETURNING, say)
-// where the transaction does not see it. When its context has ended,
-// the transaction asks SQLite whether it is still open.
-func (t *Tx) settle() {
-	if c := t.queried; c != nil {
-		t.queried = nil
-		if c.Err() != nil {
-			_ = t.rolledBackBy(fmt.Errorf("a query whose context ended: %w", context.Cause(c)))
-		}
-	}
-}
-
-// refused settles the last query (settle) and returns the error a
-// statement sent after SQLite rolled the transaction back is refused
-// with, or nil while it is open.
+// refused looks at a write sent as a query before (pending) and returns
+// the error a statement sent after SQLite rolled the transaction back is
+// refused with, or nil while it is open. Called with mu held.
 func (t *Tx) refused() error {
-	t.settle()
-	if p := t.gone.Load(); p != nil {
-		return &errRolledBack{cause: *p}
+	if t.pending {
+		t.pending = false
+		_ = t.rolledBackBy(errQueryWrite)
+	}
+	if t.gone != nil {
+		return &errRolledBack{cause: t.gone}
 	}
 	return nil
 }
@@ -788,25 +830,32 @@ func (t *Tx) Commit() error { return t.end("COMMIT") }
 func (t *Tx) Rollback() error { return t.end("ROLLBACK") }
 
 func (t *Tx) end(stmt string) error {
-	t.settle()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gone := t.refused()
 	if !t.done.CompareAndSwap(false, true) {
 		return sql.ErrTxDone
 	}
 	var err error
-	if gone := t.refused(); gone != nil {
+	if gone != nil {
 		// SQLite rolled the transaction back: nothing is left to
 		// commit (COMMIT would fail) or to roll back.
 		if stmt == "COMMIT" {
 			err = gone
 		}
 	} else {
-		_, err = t.ExecContext(context.Background(), stmt)
+		_, err = t.exec(context.Background(), stmt)
 		if t.w != nil && stmt == "COMMIT" {
 			err = t.commitWaiting(err)
 		}
-		if err != nil && stmt == "COMMIT" {
+		if err != nil && stmt == "COMMIT" && strings.Contains(err.Error(), "no transaction is active") {
+			// SQLite had rolled the transaction back, and a statement
+			// went around the checks: what came after may have
+			// committed by itself.
+			err = locking.Unknown(fmt.Errorf("SQLite had rolled the transaction back before COMMIT; statements after that may have committed by themselves: %w", err))
+		} else if err != nil && stmt == "COMMIT" {
 			// A failed COMMIT leaves the transaction open on SQLite.
-			if _, rerr := t.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+			if _, rerr := t.exec(context.Background(), "ROLLBACK"); rerr != nil {
 				t.bad = true
 			}
 		} else if err != nil {
@@ -842,7 +891,7 @@ func (t *Tx) commitWaiting(err error) error {
 	deadline := time.Now().Add(time.Duration(t.w.busy) * time.Millisecond)
 	for pause := 100 * time.Microsecond; locking.IsSQLiteBusy(err) && !strings.Contains(err.Error(), "in progress") && time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
 		time.Sleep(pause)
-		_, err = t.ExecContext(context.Background(), "COMMIT")
+		_, err = t.exec(context.Background(), "COMMIT")
 	}
 	return err
 }
@@ -852,24 +901,30 @@ func (t *Tx) commitWaiting(err error) error {
 // ExecContext implements gorm.ConnPool. On the writer connection the
 // statement runs prepared (see "Transactions on the writer connection").
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ended() {
 		return nil, sql.ErrTxDone
 	}
 	if err := t.refused(); err != nil {
 		return nil, err
 	}
-	var res sql.Result
-	var err error
-	if t.w != nil {
-		res, err = t.w.ExecContext(ctx, query, args...)
-	} else {
-		res, err = t.conn.ExecContext(ctx, query, args...)
-	}
+	res, err := t.exec(ctx, query, args...)
 	return res, t.rolledBackBy(err)
+}
+
+// exec sends a statement on the transaction's connection, unchecked.
+func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.w != nil {
+		return t.w.ExecContext(ctx, query, args...)
+	}
+	return t.conn.ExecContext(ctx, query, args...)
 }
 
 // QueryContext implements gorm.ConnPool.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ended() {
 		return nil, sql.ErrTxDone
 	}
@@ -883,25 +938,36 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 	} else {
 		rows, err = t.conn.QueryContext(ctx, query, args...)
 	}
-	return rows, t.query(ctx, err)
+	if err == nil && t.begun && mayWrite(query) {
+		t.pending = true
+	}
+	return rows, t.rolledBackBy(err)
 }
 
-// QueryRowContext implements gorm.ConnPool.
+// QueryRowContext implements gorm.ConnPool. After SQLite rolled the
+// transaction back, the row carries sql.ErrTxDone.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ended() || t.refused() != nil {
 		// A row that carries sql.ErrTxDone (with a context of its
 		// own: one that ended would make it carry the context's error).
 		return txDoneDB().QueryRowContext(context.Background(), query, args...)
 	}
-	_ = t.query(ctx, nil)
+	if t.begun && mayWrite(query) {
+		t.pending = true
+	}
 	if t.w != nil {
 		return t.w.QueryRowContext(ctx, query, args...)
 	}
 	return t.conn.QueryRowContext(ctx, query, args...)
 }
 
-// PrepareContext implements gorm.ConnPool.
+// PrepareContext implements gorm.ConnPool. The statement it returns runs
+// without the checks of "Transactions SQLite rolls back".
 func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ended() {
 		return nil, sql.ErrTxDone
 	}

@@ -46,7 +46,7 @@ func TestSQLiteTransactionRolledBackBySQLiteRefusesLaterStatements(t *testing.T)
 				require.NoError(t, err)
 				_, err = tx.Exec("UPDATE accounts SET balance = balance + 1 WHERE id = ?", a.ID)
 				require.NoError(t, err)
-				slow, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				slow, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				_, err = tx.ExecContext(slow, slowIncrement, a.ID)
 				cancel()
 				require.Error(t, err, "the slow write was not interrupted")
@@ -80,14 +80,20 @@ func rolledBackBySQLite(t *testing.T, db *gorm.DB, r *sql.DB, accounts *reposito
 		if _, err := accounts.Apply(ctx, id, []repository.Change{repository.Add("balance", 1)}); err != nil {
 			return err
 		}
-		slow, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		// The statement takes seconds: the deadline ends as it runs,
+		// even on a loaded machine.
+		slow, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		if how == "Exec" {
 			slowErr = repository.Tx(slow, db).Exec(slowIncrement, id).Error
 		} else {
-			// Shorter: the pure-Go driver does not interrupt a query
-			// while its rows are read, and runs it to its end.
+			// Shorter on the pure-Go driver, which does not interrupt a
+			// query while its rows are read, and runs it to its end.
+			q := slowIncrement
+			if d(t) == "pure-Go" {
+				q = strings.Replace(q, "50000000", "2000000", 1)
+			}
 			var balance int64
-			slowErr = repository.Tx(slow, db).Raw(strings.Replace(slowIncrement, "50000000", "2000000", 1)+" RETURNING balance", id).Row().Scan(&balance)
+			slowErr = repository.Tx(slow, db).Raw(q+" RETURNING balance", id).Row().Scan(&balance)
 		}
 		cancel()
 		// Carries on, ignoring the error: a plain statement, then
@@ -107,6 +113,7 @@ func rolledBackBySQLite(t *testing.T, db *gorm.DB, r *sql.DB, accounts *reposito
 		require.Error(t, slowErr, "the slow write was not interrupted")
 		require.Error(t, laterErr, "a statement after SQLite's rollback was sent")
 		require.ErrorIs(t, laterErr, sql.ErrTxDone)
+		require.False(t, errors.Is(laterErr, context.DeadlineExceeded), "a statement never sent is not the one interrupted: %v", laterErr)
 		require.Contains(t, laterErr.Error(), "rolled the transaction back after an earlier statement failed")
 		require.Error(t, applyErr, "gormlock's write after SQLite's rollback")
 		require.Error(t, err)
@@ -140,3 +147,89 @@ func rolledBackBySQLite(t *testing.T, db *gorm.DB, r *sql.DB, accounts *reposito
 // d is the driver a subtest of TestSQLiteTransactionRolledBackBySQLite...
 // runs on: the second element of its name.
 func d(t *testing.T) string { return strings.Split(t.Name(), "/")[1] }
+
+// The same without a context: a write SQLite rolls the transaction back
+// for by its own rule — a UNIQUE constraint declared ON CONFLICT ROLLBACK,
+// met by an INSERT ... RETURNING (whose rows report the error) or an Exec,
+// and a trigger's RAISE(ROLLBACK) met by gormlock's own Apply. The later
+// statements are refused, not taken for the constraint's error (a refused
+// Create does not report "already exists"), and nothing is applied. A
+// failed statement SQLite does not roll back for (a plain UNIQUE
+// constraint, ABORT) leaves the transaction open, and it commits.
+func TestSQLiteTransactionRolledBackByAConstraintRefusesLaterStatements(t *testing.T) {
+	for _, d := range sqliteDrivers {
+		t.Run(d.name, func(t *testing.T) {
+			path, db, accounts, a := d.account(t, 0)
+			r := d.client(t, path)
+			ctx := context.Background()
+			require.NoError(t, db.Exec("CREATE TABLE rb_once (k INTEGER UNIQUE ON CONFLICT ROLLBACK)").Error)
+			require.NoError(t, db.Exec("CREATE TABLE rb_plain (k INTEGER UNIQUE)").Error)
+			require.NoError(t, db.Exec("INSERT INTO rb_once (k) VALUES (1)").Error)
+			require.NoError(t, db.Exec("INSERT INTO rb_plain (k) VALUES (1)").Error)
+			require.NoError(t, db.Exec("CREATE TRIGGER rb_refuse BEFORE UPDATE ON accounts WHEN NEW.balance >= 1000 BEGIN SELECT RAISE(ROLLBACK, 'balance too high'); END").Error)
+			inc := []repository.Change{repository.Add("balance", 1)}
+
+			for _, c := range []struct {
+				name string
+				fail func(ctx context.Context) error
+			}{
+				{"INSERT RETURNING", func(ctx context.Context) error {
+					var k int64
+					return repository.Tx(ctx, db).Raw("INSERT INTO rb_once (k) VALUES (1) RETURNING k").Row().Scan(&k)
+				}},
+				{"Exec", func(ctx context.Context) error {
+					return repository.Tx(ctx, db).Exec("INSERT INTO rb_once (k) VALUES (1)").Error
+				}},
+				{"Apply RAISE(ROLLBACK)", func(ctx context.Context) error {
+					_, err := accounts.Apply(ctx, a.ID, []repository.Change{repository.Add("balance", 1000)})
+					return err
+				}},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					before, accountsBefore := sqliteState(t, r, a.ID)
+					var failErr, laterErr, createErr error
+					err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+						if _, err := accounts.Apply(ctx, a.ID, inc); err != nil {
+							return err
+						}
+						failErr = c.fail(ctx)
+						laterErr = repository.Tx(ctx, db).Exec("UPDATE accounts SET balance = balance + 1 WHERE id = ?", a.ID).Error
+						createErr = accounts.Create(ctx, &fixtures.Account{Owner: "later"})
+						return nil
+					})
+					require.Error(t, failErr)
+					require.Error(t, laterErr, "a statement after SQLite's rollback was sent")
+					require.ErrorIs(t, laterErr, sql.ErrTxDone)
+					require.Error(t, createErr)
+					require.False(t, errors.Is(createErr, locking.ErrAlreadyExists), "a Create never sent reported the constraint's error: %v", createErr)
+					require.Error(t, err)
+					require.ErrorIs(t, err, sql.ErrTxDone)
+					require.False(t, errors.Is(err, locking.ErrCommitUnknown), "the outcome is known: %v", err)
+					require.False(t, errors.Is(err, locking.ErrAlreadyExists), "RunInTx reported the constraint's error for its COMMIT: %v", err)
+					after, accountsAfter := sqliteState(t, r, a.ID)
+					require.Equal(t, before, after, "part of a transaction SQLite rolled back was applied")
+					require.Equal(t, accountsBefore, accountsAfter)
+				})
+			}
+
+			t.Run("ABORT keeps the transaction", func(t *testing.T) {
+				before, accountsBefore := sqliteState(t, r, a.ID)
+				var failErr error
+				require.NoError(t, repository.RunInTx(ctx, db, func(ctx context.Context) error {
+					if _, err := accounts.Apply(ctx, a.ID, inc); err != nil {
+						return err
+					}
+					failErr = repository.Tx(ctx, db).Exec("INSERT INTO rb_plain (k) VALUES (1)").Error
+					if err := repository.Tx(ctx, db).Exec("UPDATE accounts SET balance = balance + 1 WHERE id = ?", a.ID).Error; err != nil {
+						return err
+					}
+					return accounts.Create(ctx, &fixtures.Account{Owner: "later"})
+				}))
+				require.ErrorContains(t, failErr, "UNIQUE")
+				after, accountsAfter := sqliteState(t, r, a.ID)
+				require.Equal(t, before+2, after)
+				require.Equal(t, accountsBefore+1, accountsAfter)
+			})
+		})
+	}
+}
