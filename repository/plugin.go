@@ -238,7 +238,10 @@ func (p *plugin) Initialize(db *gorm.DB) error {
 		cb.Update().Before("gorm:setup_reflect_value").Register("gormlock:update_guard", w.updateGuard),
 		cb.Update().Before("gorm:update").Register("gormlock:update_set", w.updateSet),
 		cb.Update().After("gorm:update").Before("gorm:save_after_associations").Register("gormlock:update_check", w.updateCheck),
-		cb.Update().After("gorm:commit_or_rollback_transaction").Register("gormlock:update_undo", w.updateUndo),
+		cb.Create().After("gorm:begin_transaction").Before("gorm:save_before_associations").Register("gormlock:create_log", w.versionLogStart),
+		cb.Create().After("gorm:commit_or_rollback_transaction").Register("gormlock:create_undo", w.versionUndo),
+		cb.Update().After("gorm:begin_transaction").Before("gorm:save_before_associations").Register("gormlock:update_log", w.versionLogStart),
+		cb.Update().After("gorm:commit_or_rollback_transaction").Register("gormlock:update_undo", w.versionUndo),
 	} {
 		if err != nil {
 			return fmt.Errorf("repository: Plugin: %w", err)

@@ -193,7 +193,11 @@ func versionRecord(db *gorm.DB, ver *schema.Field, rv reflect.Value) {
 	if !ok {
 		return // the database's GREATEST keeps the row's own version
 	}
-	db.AddError(ver.Set(db.Statement.Context, rv, next))
+	if err := ver.Set(db.Statement.Context, rv, next); err != nil {
+		db.AddError(err)
+		return
+	}
+	logOf(db.Statement).note(ver, rv, v)
 }
 
 // versionMap sets the version of a record a create writes from a map (see

@@ -309,7 +309,7 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 			if err := st.version.Set(stmt.Context, st.record, st.next); err != nil {
 				db.AddError(err)
 			} else {
-				stmt.Settings.Store(undoKey{}, &versionUndo{version: st.version, record: st.record, old: st.expected})
+				logOf(stmt).note(st.version, st.record, st.expected)
 			}
 		}
 	}
@@ -325,37 +325,77 @@ func (w *pluginWrites) updateCheck(db *gorm.DB) {
 	}
 }
 
-// undoKey is the Statement.Settings key of the versionUndo of an update
-// that gave its record a new version.
-type undoKey struct{}
+// logKey is the Statement.Settings key of the versionLog of a write and
+// of the writes of its associations (GORM copies a statement's Settings
+// into its associations' statements).
+type logKey struct{}
 
-// versionUndo is the version a record had before its update.
-type versionUndo struct {
+// versionLog is what a write gave records, for versionUndo to take back:
+// the versions the plugin set (on the record of an update, on the records
+// a create writes), with the ones they had.
+type versionLog struct{ entries []versionEntry }
+
+type versionEntry struct {
 	version *schema.Field
 	record  reflect.Value
 	old     int64
 }
 
-// updateUndo runs after GORM's own transaction around the update (its
+// note records that the plugin gives record a new version in place of old.
+func (l *versionLog) note(version *schema.Field, record reflect.Value, old int64) {
+	if l != nil {
+		l.entries = append(l.entries, versionEntry{version, record, old})
+	}
+}
+
+// logOf returns the versionLog of stmt's write, or nil.
+func logOf(stmt *gorm.Statement) *versionLog {
+	if v, ok := stmt.Settings.Load(logKey{}); ok {
+		return v.(*versionLog)
+	}
+	return nil
+}
+
+// gormTx reports whether GORM began its default transaction for the
+// statement of db (which its commit_or_rollback_transaction ends).
+func gormTx(db *gorm.DB) bool {
+	_, began := db.InstanceGet("gorm:started_transaction")
+	return began && !db.Config.SkipDefaultTransaction
+}
+
+// versionLogStart runs before a create's or an update's associations: the
+// write GORM began a transaction for starts a log of its own (a reused
+// statement may hold an old one); the write of an association joins its
+// parent's.
+func (w *pluginWrites) versionLogStart(db *gorm.DB) {
+	if gormTx(db) {
+		db.Statement.Settings.Store(logKey{}, &versionLog{})
+		return
+	}
+	db.Statement.Settings.LoadOrStore(logKey{}, &versionLog{})
+}
+
+// versionUndo runs after GORM's own transaction around a write (its
 // default transaction) ended. When it rolled back — a hook after the
-// update failed, or COMMIT did — the record gets its old version back,
-// which the row still holds: the record then says what the database
-// does, and writing it again is guarded by the version the row has,
-// where the new one would have been refused as stale. An update without
-// a transaction of GORM's committed by itself and keeps the new version;
-// one inside the application's transaction keeps it too (that transaction
-// may yet commit).
-func (w *pluginWrites) updateUndo(db *gorm.DB) {
-	v, ok := db.Statement.Settings.LoadAndDelete(undoKey{})
-	if !ok || db.Error == nil {
+// write failed, an association's write, or COMMIT — every record the
+// write and its associations gave a version gets the one it had back,
+// which its row still holds (or none, for a record not created): the
+// record then says what the database does, and writing it again is
+// guarded by the version the row has, where the new one would be refused
+// as stale. A write without a transaction of GORM's committed by itself
+// and keeps the new versions; one inside the application's transaction
+// keeps them too (that transaction may yet commit).
+func (w *pluginWrites) versionUndo(db *gorm.DB) {
+	v, ok := db.Statement.Settings.LoadAndDelete(logKey{})
+	if !ok || db.Error == nil || !gormTx(db) {
 		return
 	}
-	if _, began := db.InstanceGet("gorm:started_transaction"); !began {
-		return
-	}
-	u := v.(*versionUndo)
-	if err := u.version.Set(db.Statement.Context, u.record, u.old); err != nil {
-		db.AddError(err)
+	l := v.(*versionLog)
+	for i := len(l.entries) - 1; i >= 0; i-- {
+		e := l.entries[i]
+		// It cannot fail: the same field took an int64 on the same
+		// record when the version was given.
+		_ = e.version.Set(db.Statement.Context, e.record, e.old)
 	}
 }
 
