@@ -628,7 +628,7 @@ type Tx struct {
 type errRolledBack struct{ cause error }
 
 func (e *errRolledBack) Error() string {
-	return "not sent: SQLite rolled the transaction back after an earlier statement failed: " + e.cause.Error()
+	return "not committed: SQLite rolled the transaction back after a statement failed: " + e.cause.Error()
 }
 
 func (e *errRolledBack) Unwrap() error { return sql.ErrTxDone }
@@ -691,8 +691,9 @@ func (t *Tx) rolledBackBy(err error) error {
 	return err
 }
 
-// mayWrite reports whether query may write: anything but a SELECT (or
-// VALUES, PRAGMA, EXPLAIN), and a WITH that names a write.
+// mayWrite reports whether query may write: anything but a SELECT,
+// VALUES, EXPLAIN or a PRAGMA that only reads, and a WITH that names a
+// write.
 func mayWrite(query string) bool {
 	q := strings.TrimLeft(query, " \t\r\n(")
 	word := q
@@ -700,8 +701,11 @@ func mayWrite(query string) bool {
 		word = q[:i]
 	}
 	switch strings.ToUpper(word) {
-	case "SELECT", "VALUES", "PRAGMA", "EXPLAIN":
+	case "SELECT", "VALUES", "EXPLAIN":
 		return false
+	case "PRAGMA":
+		// One that sets something, or incremental_vacuum, writes.
+		return strings.Contains(q, "=") || strings.Contains(strings.ToLower(q), "incremental_vacuum")
 	case "WITH":
 		up := strings.ToUpper(q)
 		return strings.Contains(up, "INSERT") || strings.Contains(up, "UPDATE") || strings.Contains(up, "DELETE") || strings.Contains(up, "REPLACE")
@@ -832,6 +836,11 @@ func (t *Tx) Rollback() error { return t.end("ROLLBACK") }
 func (t *Tx) end(stmt string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A write sent as a query just before (pending, and nothing after
+	// it): COMMIT or ROLLBACK says as much as asking would, without a
+	// statement more — SQLite refuses both when no transaction is open.
+	lastWasQuery := t.pending && t.gone == nil
+	t.pending = false
 	gone := t.refused()
 	if !t.done.CompareAndSwap(false, true) {
 		return sql.ErrTxDone
@@ -848,7 +857,14 @@ func (t *Tx) end(stmt string) error {
 		if t.w != nil && stmt == "COMMIT" {
 			err = t.commitWaiting(err)
 		}
-		if err != nil && stmt == "COMMIT" && strings.Contains(err.Error(), "no transaction is active") {
+		noTx := err != nil && strings.Contains(err.Error(), "no transaction is active")
+		if noTx && lastWasQuery {
+			// SQLite rolled back during that write, the last statement:
+			// nothing was committed.
+			if err = nil; stmt == "COMMIT" {
+				err = &errRolledBack{cause: errQueryWrite}
+			}
+		} else if noTx && stmt == "COMMIT" {
 			// SQLite had rolled the transaction back, and a statement
 			// went around the checks: what came after may have
 			// committed by itself.

@@ -114,7 +114,7 @@ func rolledBackBySQLite(t *testing.T, db *gorm.DB, r *sql.DB, accounts *reposito
 		require.Error(t, laterErr, "a statement after SQLite's rollback was sent")
 		require.ErrorIs(t, laterErr, sql.ErrTxDone)
 		require.False(t, errors.Is(laterErr, context.DeadlineExceeded), "a statement never sent is not the one interrupted: %v", laterErr)
-		require.Contains(t, laterErr.Error(), "rolled the transaction back after an earlier statement failed")
+		require.Contains(t, laterErr.Error(), "rolled the transaction back after a statement failed")
 		require.Error(t, applyErr, "gormlock's write after SQLite's rollback")
 		require.Error(t, err)
 		require.ErrorIs(t, err, sql.ErrTxDone)
@@ -211,6 +211,32 @@ func TestSQLiteTransactionRolledBackByAConstraintRefusesLaterStatements(t *testi
 					require.Equal(t, accountsBefore, accountsAfter)
 				})
 			}
+
+			// The failed write is the transaction's last statement: the
+			// COMMIT that follows says it was rolled back.
+			t.Run("INSERT RETURNING last", func(t *testing.T) {
+				before, accountsBefore := sqliteState(t, r, a.ID)
+				var failErr error
+				err := repository.RunInTx(ctx, db, func(ctx context.Context) error {
+					if _, err := accounts.Apply(ctx, a.ID, inc); err != nil {
+						return err
+					}
+					var k int64
+					failErr = repository.Tx(ctx, db).Raw("INSERT INTO rb_once (k) VALUES (1) RETURNING k").Row().Scan(&k)
+					return nil
+				})
+				require.Error(t, failErr)
+				require.Error(t, err)
+				require.ErrorIs(t, err, sql.ErrTxDone)
+				require.False(t, errors.Is(err, locking.ErrCommitUnknown), "the outcome is known: %v", err)
+				after, accountsAfter := sqliteState(t, r, a.ID)
+				require.Equal(t, before, after)
+				require.Equal(t, accountsBefore, accountsAfter)
+				_, err = accounts.Apply(ctx, a.ID, inc)
+				require.NoError(t, err, "the connection is usable afterwards")
+				after, _ = sqliteState(t, r, a.ID)
+				require.Equal(t, before+1, after)
+			})
 
 			t.Run("ABORT keeps the transaction", func(t *testing.T) {
 				before, accountsBefore := sqliteState(t, r, a.ID)
